@@ -1,0 +1,72 @@
+# Shared set-up for ci/suite, ci/test (sourced). Idempotent; quick when nothing is missing.
+#
+# Installs what is missing: Debian packages, a Python venv with the pinned torch (kept outside the
+# clone, so every clone on this machine reuses it), then configures and builds into build/.
+#
+# Environment:
+#   TORCHCONFORM_VENV      venv path (default ~/.cache/torchconform/venv-torch-<version>)
+#   CMAKE_PREFIX_PATH / Torch_DIR   use this LibTorch instead of the pinned wheel's
+#   TC_BUILD_DIR           build directory (default build)
+#   TC_JOBS                parallel build jobs (default: number of cores)
+set -euo pipefail
+
+# The pinned torch: the newest 2.x on PyPI that installs and builds here (see README).
+TC_TORCH_VERSION=2.15.0
+TC_JSONSCHEMA_VERSION=4.26.0
+TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev)
+
+TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+TC_BUILD_DIR=${TC_BUILD_DIR:-$TC_ROOT/build}
+TC_VENV=${TORCHCONFORM_VENV:-$HOME/.cache/torchconform/venv-torch-$TC_TORCH_VERSION}
+TC_JOBS=${TC_JOBS:-$(nproc)}
+
+tc_log() { printf '[ci] %s\n' "$*" >&2; }
+
+tc_ensure_debs() {
+  local missing=()
+  for p in "${TC_DEBS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then return; fi
+  tc_log "installing Debian packages: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+tc_ensure_venv() {
+  local py="$TC_VENV/bin/python"
+  if [ -x "$py" ] && "$py" - "$TC_TORCH_VERSION" "$TC_JSONSCHEMA_VERSION" 2>/dev/null <<'PY'
+import sys, importlib.metadata as m
+ok = m.version("torch").split("+")[0] == sys.argv[1] and m.version("jsonschema") == sys.argv[2]
+sys.exit(0 if ok else 1)
+PY
+  then return; fi
+  tc_log "creating $TC_VENV with torch==$TC_TORCH_VERSION (a few GB, once per machine)"
+  mkdir -p "$(dirname "$TC_VENV")"
+  [ -x "$py" ] || python3 -m venv "$TC_VENV"
+  "$TC_VENV/bin/pip" install -q --disable-pip-version-check \
+    "torch==$TC_TORCH_VERSION" "jsonschema==$TC_JSONSCHEMA_VERSION"
+}
+
+tc_configure_and_build() {
+  local args=(-S "$TC_ROOT" -B "$TC_BUILD_DIR" -G Ninja "-DTC_PYTHON=$TC_VENV/bin/python")
+  if [ ! -f "$TC_BUILD_DIR/CMakeCache.txt" ] || \
+     ! grep -q "^TC_PYTHON:.*=$TC_VENV/bin/python$" "$TC_BUILD_DIR/CMakeCache.txt"; then
+    tc_log "configuring $TC_BUILD_DIR"
+    cmake "${args[@]}" >"$TC_BUILD_DIR.configure.log" 2>&1 || {
+      cat "$TC_BUILD_DIR.configure.log" >&2
+      tc_log "configure failed (log above)"
+      exit 2
+    }
+  fi
+  tc_log "building ($TC_JOBS jobs)"
+  cmake --build "$TC_BUILD_DIR" -j "$TC_JOBS"
+}
+
+tc_setup() {
+  tc_ensure_debs
+  tc_ensure_venv
+  tc_configure_and_build
+}

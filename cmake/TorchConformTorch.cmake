@@ -1,0 +1,53 @@
+# Finds LibTorch and prepares what every torch-using target shares.
+#
+# Order: a LibTorch the user names (CMAKE_PREFIX_PATH or Torch_DIR), else the pinned PyPI torch in
+# the repo's Python environment (TC_PYTHON, set by ci/ scripts; falls back to python3 on PATH).
+
+find_package(Torch CONFIG QUIET)
+if(NOT Torch_FOUND)
+  if(NOT TC_PYTHON)
+    find_program(TC_PYTHON NAMES python3 python)
+  endif()
+  if(TC_PYTHON)
+    execute_process(
+      COMMAND ${TC_PYTHON} -c "import torch, sys; sys.stdout.write(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _tc_torch_prefix RESULT_VARIABLE _tc_rc ERROR_QUIET)
+    if(_tc_rc EQUAL 0 AND _tc_torch_prefix)
+      list(APPEND CMAKE_PREFIX_PATH "${_tc_torch_prefix}")
+    endif()
+  endif()
+  find_package(Torch CONFIG)
+endif()
+if(NOT Torch_FOUND)
+  message(FATAL_ERROR
+    "LibTorch not found. Run ci/test (it installs the pinned torch into a venv), or pass "
+    "-DCMAKE_PREFIX_PATH=<libtorch or python -c 'import torch;print(torch.utils.cmake_prefix_path)'>.")
+endif()
+message(STATUS "torchconform: LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
+
+# A pip wheel keeps the CUDA libraries that libtorch_cuda.so needs in site-packages/nvidia/*/lib and
+# finds them at run time through its own RPATH; the linker needs to be told where they are, or it
+# resolves libnccl.so.2 against an older system NCCL and fails on missing symbols.
+file(GLOB _tc_wheel_nvidia_libs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+set(TC_TORCH_LINK_OPTIONS "")
+foreach(_d IN LISTS _tc_wheel_nvidia_libs)
+  list(APPEND TC_TORCH_LINK_OPTIONS "-Wl,-rpath-link,${_d}")
+endforeach()
+
+function(tc_torch_link_fixups target)
+  if(TC_TORCH_LINK_OPTIONS)
+    target_link_options(${target} PRIVATE ${TC_TORCH_LINK_OPTIONS})
+  endif()
+endfunction()
+
+# Precompiled <torch/torch.h>: compiled once (~1 min on 2 cores), reused by every torch TU.
+add_library(tc_torch_pch STATIC cmake/pch_anchor.cpp)
+target_link_libraries(tc_torch_pch PUBLIC torch)
+target_compile_options(tc_torch_pch PUBLIC ${TORCH_CXX_FLAGS})
+target_precompile_headers(tc_torch_pch PRIVATE <torch/torch.h>)
+
+# Every TU that includes torch reuses that PCH.
+function(tc_use_torch_pch target)
+  target_link_libraries(${target} PUBLIC torch)
+  target_precompile_headers(${target} REUSE_FROM tc_torch_pch)
+endfunction()

@@ -1,0 +1,17 @@
+// Console (stderr/stdout) formatting of cells and summaries. Formats only.
+#pragma once
+
+#include <ostream>
+#include <vector>
+
+#include "harness/record.h"
+
+namespace tc {
+
+// One progress line for a finished cell: "[ 3/36] ok       reproducibility / no_seed / cpu  (1.2 s)".
+void print_cell_line(std::ostream& os, const Cell& cell, size_t index, size_t total);
+
+// The matrix check x recipe for one device, verdicts in the cells, then the summary counts.
+void print_summary(std::ostream& os, const std::vector<Cell>& cells);
+
+}  // namespace tc

@@ -1,0 +1,86 @@
+#include "harness/record.h"
+
+#include <stdexcept>
+
+namespace tc {
+
+const char* to_string(Expected e) {
+  switch (e) {
+    case Expected::kPass: return "pass";
+    case Expected::kFail: return "fail";
+    case Expected::kAny: return "any";
+  }
+  return "?";
+}
+
+const char* to_string(Outcome o) {
+  switch (o) {
+    case Outcome::kPass: return "pass";
+    case Outcome::kFail: return "fail";
+    case Outcome::kNone: return "none";
+  }
+  return "?";
+}
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kOk: return "ok";
+    case Verdict::kMissed: return "missed";
+    case Verdict::kFalseAlarm: return "false_alarm";
+    case Verdict::kError: return "error";
+    case Verdict::kSkipped: return "skipped";
+  }
+  return "?";
+}
+
+Expected expected_from_string(const std::string& s) {
+  if (s == "pass") return Expected::kPass;
+  if (s == "fail") return Expected::kFail;
+  if (s == "any") return Expected::kAny;
+  throw std::invalid_argument("unknown expected value '" + s + "' (pass, fail, any)");
+}
+
+Outcome outcome_from_string(const std::string& s) {
+  if (s == "pass") return Outcome::kPass;
+  if (s == "fail") return Outcome::kFail;
+  if (s == "none") return Outcome::kNone;
+  throw std::invalid_argument("unknown outcome '" + s + "' (pass, fail, none)");
+}
+
+Verdict verdict_from_string(const std::string& s) {
+  for (Verdict v : {Verdict::kOk, Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError,
+                    Verdict::kSkipped}) {
+    if (s == to_string(v)) return v;
+  }
+  throw std::invalid_argument("unknown verdict '" + s + "'");
+}
+
+Verdict judge(Expected expected, Outcome outcome) {
+  if (outcome == Outcome::kNone) return Verdict::kError;
+  switch (expected) {
+    case Expected::kAny: return Verdict::kOk;
+    case Expected::kPass: return outcome == Outcome::kPass ? Verdict::kOk : Verdict::kFalseAlarm;
+    case Expected::kFail: return outcome == Outcome::kFail ? Verdict::kOk : Verdict::kMissed;
+  }
+  return Verdict::kError;
+}
+
+Summary summarize(const std::vector<Cell>& cells) {
+  Summary s;
+  for (Verdict v : {Verdict::kOk, Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError,
+                    Verdict::kSkipped}) {
+    s.counts[to_string(v)] = 0;
+  }
+  for (const Cell& c : cells) ++s.counts[to_string(c.verdict)];
+  s.total = static_cast<int>(cells.size());
+  return s;
+}
+
+int exit_code_for(const std::vector<Cell>& cells) {
+  for (const Cell& c : cells) {
+    if (c.verdict != Verdict::kOk && c.verdict != Verdict::kSkipped) return 1;
+  }
+  return 0;
+}
+
+}  // namespace tc

@@ -1,0 +1,107 @@
+#include "harness/report_json.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+namespace tc {
+
+using nlohmann::json;
+
+json cell_to_json(const Cell& c) {
+  return {{"check", c.check},
+          {"recipe", c.recipe},
+          {"device", c.device},
+          {"expected", to_string(c.expected)},
+          {"outcome", to_string(c.outcome)},
+          {"verdict", to_string(c.verdict)},
+          {"evidence", c.evidence},
+          {"metrics", c.metrics},
+          {"duration_s", c.duration_s}};
+}
+
+Cell cell_from_json(const json& j) {
+  Cell c;
+  c.check = j.at("check").get<std::string>();
+  c.recipe = j.at("recipe").get<std::string>();
+  c.device = j.at("device").get<std::string>();
+  c.expected = expected_from_string(j.at("expected").get<std::string>());
+  c.outcome = outcome_from_string(j.at("outcome").get<std::string>());
+  c.verdict = verdict_from_string(j.at("verdict").get<std::string>());
+  c.evidence = j.at("evidence").get<std::string>();
+  c.metrics = j.at("metrics");
+  c.duration_s = j.at("duration_s").get<double>();
+  return c;
+}
+
+json report_to_json(const Report& r) {
+  json cells = json::array();
+  for (const Cell& c : r.cells) cells.push_back(cell_to_json(c));
+  json benchmarks = json::array();
+  for (const BenchmarkRecord& b : r.benchmarks) {
+    benchmarks.push_back({{"name", b.name},
+                          {"device", b.device},
+                          {"unit", b.unit},
+                          {"samples", b.samples},
+                          {"median", b.median},
+                          {"cv", b.cv}});
+  }
+  Summary s = summarize(r.cells);
+  json summary = s.counts;
+  summary["total"] = s.total;
+  return {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
+          {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
+          {"summary", summary}};
+}
+
+Report report_from_json(const json& j) {
+  if (!j.is_object()) throw ReportFormatError("not a torchconform report: the document is not a JSON object");
+  if (!j.contains("schema") || !j["schema"].is_string()) {
+    throw ReportFormatError("not a torchconform report: no \"schema\" field");
+  }
+  const std::string schema = j["schema"].get<std::string>();
+  if (schema != kReportSchema) {
+    throw ReportFormatError("report schema is '" + schema + "', this torchconform reads '" +
+                            kReportSchema + "'");
+  }
+  try {
+    Report r;
+    r.tool = j.at("tool");
+    r.run = j.at("run");
+    r.environment = j.at("environment");
+    for (const json& c : j.at("cells")) r.cells.push_back(cell_from_json(c));
+    for (const json& b : j.at("benchmarks")) {
+      BenchmarkRecord rec;
+      rec.name = b.at("name").get<std::string>();
+      rec.device = b.at("device").get<std::string>();
+      rec.unit = b.at("unit").get<std::string>();
+      rec.samples = b.at("samples").get<std::vector<double>>();
+      rec.median = b.at("median").get<double>();
+      rec.cv = b.at("cv").get<double>();
+      r.benchmarks.push_back(std::move(rec));
+    }
+    return r;
+  } catch (const json::exception& e) {
+    throw ReportFormatError(std::string("malformed torchconform report: ") + e.what());
+  } catch (const std::invalid_argument& e) {
+    throw ReportFormatError(std::string("malformed torchconform report: ") + e.what());
+  }
+}
+
+Report read_report_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ReportFormatError("cannot read report '" + path + "': " + std::strerror(errno));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    return report_from_json(j);
+  } catch (const ReportFormatError& e) {
+    throw ReportFormatError("report '" + path + "': " + e.what());
+  }
+}
+
+}  // namespace tc

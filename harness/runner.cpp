@@ -1,0 +1,105 @@
+#include "harness/runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace tc {
+namespace {
+
+template <typename Info>
+std::vector<const Info*> select(const std::vector<Info>& all, const std::vector<std::string>& names,
+                                const char* kind) {
+  std::vector<const Info*> out;
+  if (names.empty()) {
+    for (const Info& i : all) out.push_back(&i);
+    return out;
+  }
+  for (const std::string& n : names) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const Info& i) { return i.name == n; });
+    if (it == all.end()) {
+      std::string known;
+      for (const Info& i : all) known += (known.empty() ? "" : ", ") + i.name;
+      throw std::invalid_argument(std::string("unknown ") + kind + " '" + n + "' (known: " + known +
+                                  ")");
+    }
+    if (std::find(out.begin(), out.end(), &*it) == out.end()) out.push_back(&*it);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& plan) {
+  auto checks = select(registry.checks(), plan.checks, "check");
+  auto recipes = select(registry.recipes(), plan.recipes, "recipe");
+  std::vector<PlannedCell> cells;
+  for (const DeviceSlot& d : plan.devices) {
+    for (const CheckInfo* c : checks) {
+      for (const RecipeInfo* r : recipes) cells.push_back({c, r, d});
+    }
+  }
+  return cells;
+}
+
+Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
+  Cell cell;
+  cell.check = planned.check->name;
+  cell.recipe = planned.recipe->name;
+  cell.device = planned.device.name;
+  cell.expected = registry.expected(cell.check, cell.recipe);
+  if (!planned.device.available) {
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = planned.device.reason;
+    return cell;
+  }
+  CheckContext ctx;
+  ctx.check = cell.check;
+  ctx.recipe = cell.recipe;
+  ctx.device = cell.device;
+  ctx.seed = plan.seed;
+  ctx.quick = plan.quick;
+  ctx.make_run = planned.recipe->make;
+
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    CheckResult result = planned.check->fn(ctx);
+    cell.outcome = result.outcome;
+    cell.evidence = std::move(result.evidence);
+    cell.metrics = std::move(result.metrics);
+    cell.verdict = judge(cell.expected, cell.outcome);
+    if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
+  } catch (const SkipCell& e) {
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = e.what();
+  } catch (const HarnessError& e) {
+    cell.verdict = Verdict::kError;
+    cell.evidence = std::string("harness error: ") + e.what();
+  } catch (const std::exception& e) {
+    // The recipe threw while being checked: that is the recipe failing, and the error its evidence.
+    cell.outcome = Outcome::kFail;
+    cell.verdict = judge(cell.expected, cell.outcome);
+    cell.evidence = std::string("recipe threw: ") + e.what();
+  } catch (...) {
+    cell.outcome = Outcome::kFail;
+    cell.verdict = judge(cell.expected, cell.outcome);
+    cell.evidence = "recipe threw a non-standard exception";
+  }
+  cell.duration_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return cell;
+}
+
+std::vector<Cell> run_cells(const Registry& registry, const RunPlan& plan,
+                            const RunCallbacks& callbacks) {
+  std::vector<PlannedCell> planned = plan_cells(registry, plan);
+  std::vector<Cell> cells;
+  cells.reserve(planned.size());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (callbacks.on_start) callbacks.on_start(planned[i], i, planned.size());
+    cells.push_back(run_cell(registry, planned[i], plan));
+    if (callbacks.on_done) callbacks.on_done(cells.back(), i, planned.size());
+  }
+  return cells;
+}
+
+}  // namespace tc

@@ -1,0 +1,48 @@
+// Crosses check x recipe x device into cells and runs them. Makes plain records; formats nothing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "harness/record.h"
+#include "harness/registry.h"
+
+namespace tc {
+
+struct DeviceSlot {
+  std::string name;        // "cpu", "cuda"
+  bool available = true;
+  std::string reason;      // why not available (cells on it are skipped with this reason)
+};
+
+struct RunPlan {
+  std::vector<std::string> checks;   // empty: all
+  std::vector<std::string> recipes;  // empty: all
+  std::vector<DeviceSlot> devices;
+  int64_t seed = 0;
+  bool quick = false;
+};
+
+struct PlannedCell {
+  const CheckInfo* check;
+  const RecipeInfo* recipe;
+  DeviceSlot device;
+};
+
+// Throws std::invalid_argument naming an unknown check or recipe in the filters.
+std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& plan);
+
+// Runs one planned cell: never throws; the cell's verdict says what happened.
+Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan);
+
+struct RunCallbacks {
+  std::function<void(const PlannedCell&, size_t index, size_t total)> on_start;
+  std::function<void(const Cell&, size_t index, size_t total)> on_done;
+};
+
+std::vector<Cell> run_cells(const Registry& registry, const RunPlan& plan,
+                            const RunCallbacks& callbacks = {});
+
+}  // namespace tc

@@ -1,0 +1,71 @@
+#include <gtest/gtest.h>
+
+#include "harness/registry.h"
+#include "reference/run.h"
+
+namespace tc {
+namespace {
+
+CheckResult always_pass(const CheckContext&) { return CheckResult::pass("fine"); }
+
+RecipeInfo recipe(const std::string& name, std::vector<std::string> targets) {
+  return RecipeInfo{name, "test recipe", std::move(targets), [] { return std::unique_ptr<::tc::Run>(); },
+                    "file.cpp", 7};
+}
+
+TEST(Registry, RefusesDuplicateCheckNamingBothPlaces) {
+  Registry reg;
+  reg.add_check({"repro", "p", always_pass, "a.cpp", 1});
+  try {
+    reg.add_check({"repro", "p", always_pass, "b.cpp", 2});
+    FAIL() << "duplicate accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("a.cpp:1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("b.cpp:2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(reg.checks().size(), 1u);
+}
+
+TEST(Registry, RefusesDuplicateRecipeAndEmptyNames) {
+  Registry reg;
+  reg.add_recipe(recipe("reference", {}));
+  EXPECT_THROW(reg.add_recipe(recipe("reference", {})), std::invalid_argument);
+  EXPECT_THROW(reg.add_recipe(recipe("", {})), std::invalid_argument);
+  EXPECT_THROW(reg.add_check({"", "p", always_pass, "a.cpp", 1}), std::invalid_argument);
+  EXPECT_THROW(reg.add_check({"nofn", "p", nullptr, "a.cpp", 1}), std::invalid_argument);
+}
+
+TEST(Registry, RegistersInALoop) {
+  Registry reg;
+  for (int i = 0; i < 5; ++i) reg.add_recipe(recipe("r" + std::to_string(i), {}));
+  ASSERT_EQ(reg.recipes().size(), 5u);
+  EXPECT_EQ(reg.recipes()[3].name, "r3");
+  EXPECT_NE(reg.find_recipe("r4"), nullptr);
+  EXPECT_EQ(reg.find_recipe("r9"), nullptr);
+}
+
+TEST(Registry, ExpectedPassForCorrectRecipeFailWhereTargetedAnyElsewhere) {
+  Registry reg;
+  reg.add_check({"a", "p", always_pass, "a.cpp", 1});
+  reg.add_check({"b", "p", always_pass, "a.cpp", 2});
+  reg.add_recipe(recipe("reference", {}));
+  reg.add_recipe(recipe("broken", {"a"}));
+  EXPECT_EQ(reg.expected("a", "reference"), Expected::kPass);
+  EXPECT_EQ(reg.expected("b", "reference"), Expected::kPass);
+  EXPECT_EQ(reg.expected("a", "broken"), Expected::kFail);
+  EXPECT_EQ(reg.expected("b", "broken"), Expected::kAny);
+  EXPECT_THROW(reg.expected("a", "missing"), std::invalid_argument);
+}
+
+TEST(Registry, ValidateFlagsVariantTargetingUnknownCheck) {
+  Registry reg;
+  reg.add_check({"a", "p", always_pass, "a.cpp", 1});
+  reg.add_recipe(recipe("broken", {"a", "typo_check"}));
+  auto problems = reg.validate();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("typo_check"), std::string::npos);
+  EXPECT_NE(problems[0].find("file.cpp:7"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tc

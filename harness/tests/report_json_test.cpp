@@ -1,0 +1,123 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/atomic_file.h"
+#include "harness/html_writer.h"
+#include "harness/report_json.h"
+
+namespace tc {
+namespace {
+
+Report sample_report() {
+  Report r;
+  r.tool = {{"name", "torchconform"}, {"version", "0.1.0"}, {"git_commit", nullptr}};
+  r.run = {{"started_at", "2026-01-01T00:00:00Z"}, {"ended_at", "2026-01-01T00:00:01Z"},
+           {"argv", {"torchconform", "run"}}, {"seed", 1}, {"devices", {"cpu"}}};
+  r.environment = {{"libtorch", {{"version", "2.15.0"}}}};
+  Cell c;
+  c.check = "reproducibility";
+  c.recipe = "no_seed";
+  c.device = "cpu";
+  c.expected = Expected::kFail;
+  c.outcome = Outcome::kFail;
+  c.verdict = Verdict::kOk;
+  c.evidence = "loss curves diverge at step 0 <b>&</b>";
+  c.metrics = {{"first_divergence_step", 0}, {"loss_curve_a", {1.5, 1.25}}};
+  c.duration_s = 0.25;
+  r.cells.push_back(c);
+  Cell s = c;
+  s.device = "cuda";
+  s.verdict = Verdict::kSkipped;
+  s.outcome = Outcome::kNone;
+  s.evidence = "no CUDA device";
+  r.cells.push_back(s);
+  r.benchmarks.push_back({"train_step", "cpu", "s", {0.1, 0.2, 0.3}, 0.2, 0.5});
+  return r;
+}
+
+TEST(ReportJson, RoundTripKeepsEveryField) {
+  Report r = sample_report();
+  nlohmann::json j = report_to_json(r);
+  EXPECT_EQ(j["schema"], kReportSchema);
+  EXPECT_EQ(j["summary"]["ok"], 1);
+  EXPECT_EQ(j["summary"]["skipped"], 1);
+  EXPECT_EQ(j["summary"]["total"], 2);
+  Report back = report_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(report_to_json(back), j);
+  ASSERT_EQ(back.cells.size(), 2u);
+  EXPECT_EQ(back.cells[0].expected, Expected::kFail);
+  EXPECT_EQ(back.cells[0].metrics["loss_curve_a"][1], 1.25);
+  EXPECT_EQ(back.benchmarks[0].samples.size(), 3u);
+}
+
+TEST(ReportJson, RejectsOtherSchemaWithPlainMessage) {
+  nlohmann::json j = report_to_json(sample_report());
+  j["schema"] = "torchconform.report/2";
+  try {
+    report_from_json(j);
+    FAIL();
+  } catch (const ReportFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("torchconform.report/2"), std::string::npos);
+  }
+  EXPECT_THROW(report_from_json(nlohmann::json::array()), ReportFormatError);
+  j = report_to_json(sample_report());
+  j["cells"][0]["verdict"] = "great";
+  EXPECT_THROW(report_from_json(j), ReportFormatError);
+  j = report_to_json(sample_report());
+  j["cells"][0].erase("device");
+  EXPECT_THROW(report_from_json(j), ReportFormatError);
+}
+
+TEST(ReportJson, ReadingCorruptFilesNamesThePath) {
+  auto dir = std::filesystem::temp_directory_path() / ("tc-report-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "bad.json").string();
+  std::ofstream(path) << "{\"schema\": \"torchconform.report/1\", \"cells\": [";  // truncated
+  try {
+    read_report_file(path);
+    FAIL();
+  } catch (const ReportFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_report_file((dir / "missing.json").string()), ReportFormatError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicFile, FailedWriteLeavesThePreviousFileIntact) {
+  auto dir = std::filesystem::temp_directory_path() / ("tc-atomic-test-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "latest.json").string();
+  write_file_atomically(path, "first");
+  write_file_atomically(path, "second");
+  std::ifstream in(path);
+  std::string content((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(content, "second");
+  if (geteuid() != 0) {  // root ignores directory permissions
+    chmod(dir.c_str(), 0555);
+    EXPECT_THROW(write_file_atomically(path, "third"), std::runtime_error);
+    chmod(dir.c_str(), 0755);
+    std::ifstream again(path);
+    std::string kept((std::istreambuf_iterator<char>(again)), {});
+    EXPECT_EQ(kept, "second");
+  }
+  // A path whose directory is a file cannot be written: clear error, nothing else touched.
+  EXPECT_THROW(write_file_atomically(path + "/inside", "x"), std::runtime_error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Html, ListsEveryCellEscaped) {
+  std::string html = render_html(sample_report());
+  EXPECT_NE(html.find("data-check=\"reproducibility\" data-recipe=\"no_seed\" data-device=\"cpu\""),
+            std::string::npos);
+  EXPECT_NE(html.find("data-device=\"cuda\""), std::string::npos);
+  EXPECT_NE(html.find("&lt;b&gt;&amp;&lt;/b&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("<b>&</b>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tc

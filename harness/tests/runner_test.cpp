@@ -1,0 +1,142 @@
+#include <gtest/gtest.h>
+
+#include "harness/record.h"
+#include "harness/runner.h"
+#include "reference/run.h"
+
+namespace tc {
+namespace {
+
+TEST(Verdict, JudgeCoversEveryExpectedOutcomePair) {
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kPass), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kFail), Verdict::kFalseAlarm);
+  EXPECT_EQ(judge(Expected::kFail, Outcome::kFail), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kFail, Outcome::kPass), Verdict::kMissed);
+  EXPECT_EQ(judge(Expected::kAny, Outcome::kPass), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kAny, Outcome::kFail), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kNone), Verdict::kError);
+}
+
+TEST(Verdict, ExitCodeIsOneForAnythingButOkOrSkipped) {
+  std::vector<Cell> cells(2);
+  cells[0].verdict = Verdict::kOk;
+  cells[1].verdict = Verdict::kSkipped;
+  EXPECT_EQ(exit_code_for(cells), 0);
+  for (Verdict bad : {Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError}) {
+    cells[1].verdict = bad;
+    EXPECT_EQ(exit_code_for(cells), 1) << to_string(bad);
+  }
+}
+
+TEST(Verdict, SummaryCountsEveryVerdict) {
+  std::vector<Cell> cells(3);
+  cells[0].verdict = Verdict::kOk;
+  cells[1].verdict = Verdict::kOk;
+  cells[2].verdict = Verdict::kMissed;
+  Summary s = summarize(cells);
+  EXPECT_EQ(s.total, 3);
+  EXPECT_EQ(s.counts.at("ok"), 2);
+  EXPECT_EQ(s.counts.at("missed"), 1);
+  EXPECT_EQ(s.counts.at("skipped"), 0);
+  EXPECT_EQ(s.counts.size(), 5u);
+}
+
+// A registry whose checks never touch a recipe: the runner's own logic in isolation.
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto none = [] { return std::unique_ptr<::tc::Run>(); };
+    reg.add_check({"passes", "p", [](const CheckContext&) { return CheckResult::pass("held"); }, "t", 1});
+    reg.add_check({"fails", "p", [](const CheckContext&) { return CheckResult::fail("broke"); }, "t", 2});
+    reg.add_check({"throws", "p",
+                   [](const CheckContext&) -> CheckResult { throw std::runtime_error("boom in recipe"); },
+                   "t", 3});
+    reg.add_check({"harness", "p",
+                   [](const CheckContext&) -> CheckResult { throw HarnessError("disk full"); }, "t", 4});
+    reg.add_check({"skips", "p",
+                   [](const CheckContext&) -> CheckResult { throw SkipCell("needs 2 GPUs"); }, "t", 5});
+    reg.add_recipe({"reference", "ok", {}, none, "t", 6});
+    reg.add_recipe({"variant", "broken", {"fails", "passes"}, none, "t", 7});
+    plan.devices = {{"cpu", true, ""}};
+  }
+  Cell only(const std::string& check, const std::string& recipe) {
+    plan.checks = {check};
+    plan.recipes = {recipe};
+    auto cells = run_cells(reg, plan);
+    EXPECT_EQ(cells.size(), 1u);
+    return cells.at(0);
+  }
+  Registry reg;
+  RunPlan plan;
+};
+
+TEST_F(RunnerTest, CrossesChecksRecipesAndDevices) {
+  plan.devices = {{"cpu", true, ""}, {"cuda", false, "no CUDA device"}};
+  auto cells = run_cells(reg, plan);
+  EXPECT_EQ(cells.size(), 5u * 2u * 2u);
+}
+
+TEST_F(RunnerTest, ReferencePassingIsOkAndFailingIsFalseAlarm) {
+  EXPECT_EQ(only("passes", "reference").verdict, Verdict::kOk);
+  Cell c = only("fails", "reference");
+  EXPECT_EQ(c.verdict, Verdict::kFalseAlarm);
+  EXPECT_EQ(c.evidence, "broke");
+}
+
+TEST_F(RunnerTest, VariantPassingATargetedCheckIsMissed) {
+  Cell c = only("passes", "variant");
+  EXPECT_EQ(c.expected, Expected::kFail);
+  EXPECT_EQ(c.verdict, Verdict::kMissed);
+  EXPECT_EQ(only("fails", "variant").verdict, Verdict::kOk);
+}
+
+TEST_F(RunnerTest, RecipeThrowingIsAFailWithTheErrorAsEvidence) {
+  Cell c = only("throws", "reference");
+  EXPECT_EQ(c.outcome, Outcome::kFail);
+  EXPECT_EQ(c.verdict, Verdict::kFalseAlarm);
+  EXPECT_NE(c.evidence.find("boom in recipe"), std::string::npos);
+}
+
+TEST_F(RunnerTest, HarnessErrorIsErrorAndSkipIsSkipped) {
+  Cell e = only("harness", "reference");
+  EXPECT_EQ(e.verdict, Verdict::kError);
+  EXPECT_NE(e.evidence.find("disk full"), std::string::npos);
+  Cell s = only("skips", "variant");
+  EXPECT_EQ(s.verdict, Verdict::kSkipped);
+  EXPECT_EQ(s.evidence, "needs 2 GPUs");
+}
+
+TEST_F(RunnerTest, UnavailableDeviceGivesSkippedCellsWithTheReason) {
+  plan.devices = {{"cuda", false, "no CUDA device: test"}};
+  plan.checks = {"passes"};
+  auto cells = run_cells(reg, plan);
+  ASSERT_EQ(cells.size(), 2u);
+  for (const Cell& c : cells) {
+    EXPECT_EQ(c.verdict, Verdict::kSkipped);
+    EXPECT_EQ(c.evidence, "no CUDA device: test");
+  }
+}
+
+TEST_F(RunnerTest, UnknownFilterNamesAreRefusedWithTheKnownOnes) {
+  plan.checks = {"nope"};
+  try {
+    run_cells(reg, plan);
+    FAIL() << "unknown check accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown check 'nope'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("passes"), std::string::npos);
+  }
+}
+
+TEST_F(RunnerTest, ProgressCallbacksSeeEveryCell) {
+  size_t started = 0, done = 0;
+  RunCallbacks cb;
+  cb.on_start = [&](const PlannedCell&, size_t, size_t total) { ++started; EXPECT_EQ(total, 10u); };
+  cb.on_done = [&](const Cell&, size_t, size_t) { ++done; };
+  run_cells(reg, plan, cb);
+  EXPECT_EQ(started, 10u);
+  EXPECT_EQ(done, 10u);
+}
+
+}  // namespace
+}  // namespace tc

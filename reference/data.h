@@ -1,0 +1,115 @@
+// Reference data pipeline: a fixed synthetic image dataset, a seeded sampler with a persistent
+// position, a per-batch seeded augmentation, and a loader with worker threads.
+//
+// LibTorch's torch::data::DataLoader was not used: its RandomSampler shuffles with the global
+// generator (not the loader's own), and with prefetching workers the sampler's saved index runs
+// ahead of what training consumed, so it cannot resume mid-epoch exactly.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+namespace tc::ref {
+
+struct DataOptions {
+  int64_t size = 96;
+  int64_t classes = 4;
+  int64_t image_size = 16;
+  uint64_t data_seed = 20240601;  // the data itself is fixed, like files on disk
+};
+
+// N images (N, 3, S, S) float32 and labels (N) int64: per-class patterns plus per-sample noise.
+class SyntheticImages {
+ public:
+  explicit SyntheticImages(const DataOptions& options);
+  const at::Tensor& images() const { return images_; }
+  const at::Tensor& labels() const { return labels_; }
+  int64_t size() const { return labels_.size(0); }
+
+ private:
+  at::Tensor images_;
+  at::Tensor labels_;
+};
+
+struct Batch {
+  int64_t index = -1;  // position in the epoch
+  at::Tensor images;   // (B, 3, S, S)
+  at::Tensor labels;   // (B)
+};
+
+// Shuffles with the loader's own generator. set_epoch draws the epoch's permutation and the seed
+// its augmentations derive from; both, with the position, are what a checkpoint must keep.
+class SeededSampler {
+ public:
+  SeededSampler() = default;
+  SeededSampler(int64_t dataset_size, int64_t batch_size, at::Generator generator);
+
+  void set_epoch(int64_t epoch);
+  bool has_epoch() const { return permutation_.defined(); }
+  int64_t epoch() const { return epoch_; }
+  int64_t batches_per_epoch() const { return dataset_size_ / batch_size_; }  // drop_last
+  at::Tensor batch_indices(int64_t batch) const;                          // (B) int64
+  uint64_t epoch_seed() const { return epoch_seed_; }
+  const at::Tensor& permutation() const { return permutation_; }
+  void restore(int64_t epoch, at::Tensor permutation, uint64_t epoch_seed);
+
+ private:
+  int64_t dataset_size_ = 0;
+  int64_t batch_size_ = 1;
+  at::Generator generator_;
+  int64_t epoch_ = -1;
+  at::Tensor permutation_;
+  uint64_t epoch_seed_ = 0;
+};
+
+// Random horizontal flip, shift (C++ std::mt19937_64) and brightness + Gaussian noise (torch
+// generator), all drawn from `seed` alone: the same seed gives the same batch on any thread.
+at::Tensor augment(const at::Tensor& images, uint64_t seed);
+
+// Mixes the epoch's seed and a batch position into the batch's augmentation seed (splitmix64).
+uint64_t batch_seed(uint64_t epoch_seed, int64_t batch);
+
+struct LoaderOptions {
+  int64_t workers = 2;   // 0: batches are made on the training thread
+  int64_t prefetch = 2;  // batches in flight per worker
+};
+
+// Makes batches first..count-1 with `make_batch` on worker threads (batch b on worker
+// (b - first) % workers, like PyTorch's round robin) and hands them out in order.
+class Loader {
+ public:
+  using MakeBatch = std::function<Batch(int64_t)>;
+  Loader(int64_t first, int64_t count, LoaderOptions options, MakeBatch make_batch);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  std::optional<Batch> next();  // nullopt at the end of the epoch; rethrows a worker's error
+
+ private:
+  void work(int64_t worker);
+
+  const int64_t first_;
+  int64_t next_;
+  const int64_t count_;
+  const LoaderOptions options_;
+  MakeBatch make_batch_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<int64_t, Batch> ready_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace tc::ref

@@ -1,0 +1,26 @@
+// The reference model: a small CNN like the seeds' ImageClassifier.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/pimpl.h>
+
+namespace tc::ref {
+
+struct ImageClassifierImpl : torch::nn::Module {
+  // Input (B, 3, image_size, image_size), image_size even.
+  ImageClassifierImpl(int64_t num_classes, int64_t image_size, double dropout = 0.5,
+                      int64_t channels = 16);
+
+  torch::Tensor forward(torch::Tensor x);
+
+  torch::nn::Sequential features{nullptr};    // Conv-BN-ReLU-MaxPool
+  torch::nn::Sequential classifier{nullptr};  // Dropout-Linear
+};
+TORCH_MODULE(ImageClassifier);
+
+// Explicit initialisation (the defaults differ between layer types and change between releases):
+// conv kaiming-normal (fan_out, relu), BN weight 1 / bias 0, linear normal(0, 0.01) / bias 0.
+void init_weights(torch::nn::Module& module);
+
+}  // namespace tc::ref

@@ -1,0 +1,280 @@
+#include "reference/reference_run.h"
+
+#include <mutex>
+#include <sstream>
+
+#include <torch/torch.h>
+
+#include "harness/atomic_file.h"
+#include "reference/compat.h"
+
+namespace tc::ref {
+namespace {
+
+at::Tensor generator_state(at::Generator g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+void set_generator_state(at::Generator g, const at::Tensor& state) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(state);
+}
+
+int64_t read_int(torch::serialize::InputArchive& ar, const std::string& key) {
+  c10::IValue v;
+  ar.read(key, v);
+  return v.toInt();
+}
+
+}  // namespace
+
+void ReferenceRun::setup(const RunOptions& options) {
+  options_ = options;
+  // A loader that is not handed a seeded generator gets a nondeterministic one.
+  loader_generator_ = nondeterministic_generator();
+  seed_everything();
+
+  data_ = std::make_shared<SyntheticImages>(config_.data);
+  eval_data_ = std::make_shared<SyntheticImages>(config_.eval_data);
+  sampler_ = SeededSampler(data_->size(), config_.batch_size, loader_generator_);
+
+  model_ = ImageClassifier(config_.data.classes, config_.data.image_size, config_.dropout);
+  init_weights(*model_);
+  model_->to(options_.device);
+  optimizer_ = std::make_unique<torch::optim::SGD>(
+      model_->parameters(), torch::optim::SGDOptions(config_.lr)
+                                .momentum(config_.momentum)
+                                .weight_decay(config_.weight_decay));
+  scheduler_ = std::make_unique<ResumableStepLR>(*optimizer_, config_.lr_step_size, config_.lr_gamma);
+  loader_.reset();
+  epoch_ = -1;
+  position_ = 0;
+  step_ = 0;
+}
+
+void ReferenceRun::seed_everything() {
+  seed_record_ = ref::seed_everything(options_.seed, options_.deterministic, {loader_generator_});
+}
+
+uint64_t ReferenceRun::augmentation_seed(uint64_t epoch_seed, int64_t batch) const {
+  return batch_seed(epoch_seed, batch);
+}
+
+void ReferenceRun::begin_epoch() {
+  model_->train();
+  sampler_.set_epoch(epoch_);
+}
+
+int64_t ReferenceRun::steps_per_epoch() const {
+  return config_.data.size / config_.batch_size;
+}
+
+Batch ReferenceRun::make_batch(int64_t index) const {
+  at::Tensor idx = sampler_.batch_indices(index);  // (B)
+  Batch b;
+  b.index = index;
+  b.images = augment(data_->images().index_select(0, idx), augmentation_seed(sampler_.epoch_seed(), index));
+  b.labels = data_->labels().index_select(0, idx);
+  if (options_.device.is_cuda()) {
+    // Pinned host memory, so the copy in train_step can be asynchronous.
+    b.images = b.images.pin_memory();
+    b.labels = b.labels.pin_memory();
+  }
+  return b;
+}
+
+void ReferenceRun::start_loader(int64_t first) {
+  loader_.reset();
+  loader_ = std::make_unique<Loader>(first, steps_per_epoch(), config_.loader,
+                                     [this](int64_t i) { return make_batch(i); });
+}
+
+StepRecord ReferenceRun::train_step() {
+  if (epoch_ < 0 || position_ >= steps_per_epoch()) {
+    ++epoch_;
+    position_ = 0;
+    loader_.reset();
+    begin_epoch();
+  }
+  if (!loader_) start_loader(position_);
+  std::optional<Batch> batch = loader_->next();
+  TORCH_CHECK(batch.has_value(), "loader ended before the epoch did");
+  ++position_;
+
+  StepRecord rec;
+  rec.step = step_;
+  rec.epoch = epoch_;
+  rec.lr = optimizer_->param_groups().at(0).options().get_lr();
+  rec.training_mode = model_->is_training();
+
+  at::Tensor x = batch->images.to(options_.device, /*non_blocking=*/true);  // (B, 3, S, S)
+  at::Tensor y = batch->labels.to(options_.device, /*non_blocking=*/true);  // (B)
+  optimizer_->zero_grad(/*set_to_none=*/true);
+  at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
+  loss.backward();
+  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+  optimizer_->step();
+  scheduler_->step();
+  ++step_;
+  rec.loss = loss.item<double>();
+  return rec;
+}
+
+EvalResult ReferenceRun::evaluate() {
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  return eval_loop();
+}
+
+EvalResult ReferenceRun::eval_loop() {
+  std::vector<at::Tensor> logits;
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  const int64_t n = eval_data_->size();
+  for (int64_t start = 0; start < n; start += config_.eval_batch_size) {
+    const int64_t len = std::min(config_.eval_batch_size, n - start);
+    at::Tensor x = eval_data_->images().narrow(0, start, len).to(options_.device);  // (b, 3, S, S)
+    at::Tensor y = eval_data_->labels().narrow(0, start, len).to(options_.device);  // (b)
+    at::Tensor out = model_->forward(x);                                            // (b, classes)
+    loss_sum += torch::nn::functional::cross_entropy(
+                    out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .item<double>();
+    correct += out.argmax(1).eq(y).sum().item<int64_t>();
+    logits.push_back(out);
+  }
+  EvalResult r;
+  r.loss = loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+  r.logits = torch::cat(logits);
+  return r;
+}
+
+std::vector<CheckpointPart> ReferenceRun::checkpoint_parts() {
+  using torch::serialize::InputArchive;
+  using torch::serialize::OutputArchive;
+  std::vector<CheckpointPart> parts;
+  parts.push_back({"model", [this](OutputArchive& a) { model_->save(a); },
+                   [this](InputArchive& a) { model_->load(a); }});
+  parts.push_back({"optimizer", [this](OutputArchive& a) { optimizer_->save(a); },
+                   [this](InputArchive& a) { optimizer_->load(a); }});
+  parts.push_back({"scheduler",
+                   [this](OutputArchive& a) { a.write("step_count", c10::IValue(scheduler_->step_count())); },
+                   [this](InputArchive& a) { scheduler_->set_step_count(read_int(a, "step_count")); }});
+  parts.push_back({"progress",
+                   [this](OutputArchive& a) {
+                     a.write("epoch", c10::IValue(epoch_));
+                     a.write("step", c10::IValue(step_));
+                   },
+                   [this](InputArchive& a) {
+                     epoch_ = read_int(a, "epoch");
+                     step_ = read_int(a, "step");
+                   }});
+  parts.push_back({"rng",
+                   [this](OutputArchive& a) {
+                     a.write("torch_cpu", generator_state(at::globalContext().defaultGenerator(at::kCPU)));
+                     a.write("loader", generator_state(loader_generator_));
+                     if (options_.device.is_cuda()) {
+                       auto g = at::globalContext().defaultGenerator(options_.device);
+                       a.write("torch_cuda", generator_state(g));
+                     }
+                   },
+                   [this](InputArchive& a) {
+                     at::Tensor t;
+                     a.read("torch_cpu", t);
+                     set_generator_state(at::globalContext().defaultGenerator(at::kCPU), t.cpu());
+                     a.read("loader", t);
+                     set_generator_state(loader_generator_, t.cpu());
+                     if (options_.device.is_cuda()) {
+                       a.read("torch_cuda", t);
+                       set_generator_state(at::globalContext().defaultGenerator(options_.device), t.cpu());
+                     }
+                   }});
+  parts.push_back({"sampler",
+                   [this](OutputArchive& a) {
+                     a.write("position", c10::IValue(position_));
+                     if (!sampler_.has_epoch()) return;  // saved before the first epoch began
+                     a.write("epoch", c10::IValue(sampler_.epoch()));
+                     a.write("permutation", sampler_.permutation());
+                     a.write("epoch_seed", c10::IValue(static_cast<int64_t>(sampler_.epoch_seed())));
+                   },
+                   [this](InputArchive& a) {
+                     position_ = read_int(a, "position");
+                     at::Tensor perm;
+                     if (!a.try_read("permutation", perm)) return;
+                     sampler_.restore(read_int(a, "epoch"), perm.cpu(),
+                                      static_cast<uint64_t>(read_int(a, "epoch_seed")));
+                   }});
+  return parts;
+}
+
+void ReferenceRun::save_checkpoint(const std::string& path) { save_parts(checkpoint_parts(), path); }
+
+void ReferenceRun::load_checkpoint(const std::string& path) {
+  load_parts(checkpoint_parts(), path, options_.device);
+  loader_.reset();
+  if (!sampler_.has_epoch() && epoch_ >= 0) {
+    // Nothing says where in the epoch training stopped: start the saved epoch over.
+    position_ = 0;
+    begin_epoch();
+  }
+}
+
+NamedTensors ReferenceRun::parameters() const {
+  NamedTensors out;
+  for (const auto& p : model_->named_parameters()) out.emplace_back(p.key(), p.value());
+  return out;
+}
+
+NamedTensors ReferenceRun::buffers() const {
+  NamedTensors out;
+  for (const auto& b : model_->named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+NamedTensors ReferenceRun::optimizer_state() const {
+  NamedTensors out;
+  auto& state = optimizer_->state();
+  for (const auto& p : model_->named_parameters()) {
+    auto it = state.find(compat::optimizer_state_key(p.value()));
+    if (it == state.end()) continue;
+    const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
+    out.emplace_back(p.key() + ".momentum_buffer", s.momentum_buffer());
+  }
+  return out;
+}
+
+void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path) {
+  torch::serialize::OutputArchive root;
+  for (const CheckpointPart& part : parts) {
+    torch::serialize::OutputArchive sub;
+    part.save(sub);
+    root.write(part.name, sub);
+  }
+  std::ostringstream bytes;
+  root.save_to(bytes);
+  write_file_atomically(path, bytes.str());
+}
+
+void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path, c10::Device device) {
+  torch::serialize::InputArchive root;
+  try {
+    root.load_from(path, device);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("cannot read checkpoint '" + path + "': " + e.what_without_backtrace());
+  }
+  for (const CheckpointPart& part : parts) {
+    torch::serialize::InputArchive sub;
+    if (!root.try_read(part.name, sub)) {
+      throw std::runtime_error("checkpoint '" + path + "' has no '" + part.name + "' state");
+    }
+    try {
+      part.load(sub);
+    } catch (const c10::Error& e) {
+      throw std::runtime_error("checkpoint '" + path + "': cannot load its '" + part.name +
+                               "' state: " + e.what_without_backtrace());
+    }
+  }
+}
+
+}  // namespace tc::ref

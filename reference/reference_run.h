@@ -1,0 +1,108 @@
+// The reference recipe: every practice of ../shared/seeds done right. Broken variants derive from
+// ReferenceRun and replace exactly one of the protected slots below, the way the seeds' "Fail:"
+// code does (suites/<check>/variants.cpp).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <torch/nn/modules/loss.h>
+#include <torch/optim/schedulers/step_lr.h>
+#include <torch/optim/sgd.h>
+#include <torch/serialize/archive.h>
+
+#include "reference/data.h"
+#include "reference/model.h"
+#include "reference/run.h"
+#include "reference/seed.h"
+
+namespace tc::ref {
+
+// StepLR whose position a checkpoint can keep (LibTorch's schedulers have no save/load).
+class ResumableStepLR : public torch::optim::StepLR {
+ public:
+  using StepLR::StepLR;
+  int64_t step_count() const { return static_cast<int64_t>(step_count_); }
+  void set_step_count(int64_t n) { step_count_ = static_cast<unsigned>(n); }
+};
+
+struct TrainConfig {
+  DataOptions data{};
+  DataOptions eval_data{64, 4, 16, 777};
+  int64_t batch_size = 16;
+  int64_t eval_batch_size = 32;
+  LoaderOptions loader{};
+  double lr = 0.05;
+  double momentum = 0.9;
+  double weight_decay = 5e-4;
+  unsigned lr_step_size = 3;  // scheduler steps per training step: decays every 3 steps
+  double lr_gamma = 0.8;
+  double clip_norm = 1.0;
+  double dropout = 0.5;
+};
+
+// One named part of the full training state; the checkpoint is the list of parts.
+struct CheckpointPart {
+  std::string name;
+  std::function<void(torch::serialize::OutputArchive&)> save;
+  std::function<void(torch::serialize::InputArchive&)> load;
+};
+
+class ReferenceRun : public Run {
+ public:
+  explicit ReferenceRun(TrainConfig config = {}) : config_(std::move(config)) {}
+
+  void setup(const RunOptions& options) override;
+  StepRecord train_step() override;
+  EvalResult evaluate() override;
+  void save_checkpoint(const std::string& path) override;
+  void load_checkpoint(const std::string& path) override;
+  int64_t steps_per_epoch() const override;
+  NamedTensors parameters() const override;
+  NamedTensors buffers() const override;
+  NamedTensors optimizer_state() const override;
+
+  const SeedRecord& seed_record() const { return seed_record_; }
+
+ protected:
+  // --- practice slots -------------------------------------------------------------------------
+  // Seeds everything, the loader's generator included, and records determinism.
+  virtual void seed_everything();
+  // The seed a batch's augmentation draws from (called on worker threads).
+  virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
+  // Top of each training epoch: model.train(), sampler.set_epoch(epoch).
+  virtual void begin_epoch();
+  // The full training state: model, optimizer, scheduler, progress, RNG states, sampler position.
+  virtual std::vector<CheckpointPart> checkpoint_parts();
+  // ----------------------------------------------------------------------------------------------
+
+  // The evaluation loop shared by evaluate() and its variants: forward every held-out batch.
+  EvalResult eval_loop();
+  Batch make_batch(int64_t index) const;
+  void start_loader(int64_t first);
+
+  TrainConfig config_;
+  RunOptions options_;
+  SeedRecord seed_record_;
+  std::shared_ptr<SyntheticImages> data_;
+  std::shared_ptr<SyntheticImages> eval_data_;
+  at::Generator loader_generator_;
+  SeededSampler sampler_;
+  std::unique_ptr<Loader> loader_;
+  ImageClassifier model_{nullptr};
+  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<ResumableStepLR> scheduler_;
+  int64_t epoch_ = -1;    // current epoch, -1 before the first
+  int64_t position_ = 0;  // batches consumed in the current epoch
+  int64_t step_ = 0;      // optimisation steps taken
+};
+
+// Writes the parts to `path` atomically (temporary file, fsync, rename).
+void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path);
+// Loads every part; a missing part or an unreadable file throws std::runtime_error naming it.
+void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path,
+                c10::Device device);
+
+}  // namespace tc::ref

@@ -1,0 +1,81 @@
+// The recipe API: what a team implements to have torchconform check its own training code.
+//
+// A recipe is one complete way to train (seeding, model, data, train step, evaluation, checkpoint).
+// torchconform's checks drive it only through this interface, so any training code that can
+// answer these calls can be checked. Example (see reference/reference_run.h for a full one):
+//
+//   #include "reference/run.h"
+//   #include "harness/registry.h"
+//
+//   class MyRun : public tc::Run {
+//    public:
+//     void setup(const tc::RunOptions& o) override { /* seed, build model, optimizer, data */ }
+//     tc::StepRecord train_step() override { /* one optimisation step */ }
+//     tc::EvalResult evaluate() override { /* eval mode + no grad */ }
+//     void save_checkpoint(const std::string& path) override;
+//     void load_checkpoint(const std::string& path) override;
+//     int64_t steps_per_epoch() const override;
+//     tc::NamedTensors parameters() const override;
+//     tc::NamedTensors buffers() const override;
+//     tc::NamedTensors optimizer_state() const override;
+//   };
+//   TC_REGISTER_RECIPE(MyRun, "my_recipe", "our production training loop", {});
+//
+// Then `torchconform run --recipe my_recipe` runs every check on it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+namespace tc {
+
+struct RunOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  int64_t seed = 0;
+  bool deterministic = true;  // deterministic algorithms (checks of bitwise equality need it)
+  bool quick = false;
+};
+
+struct StepRecord {
+  int64_t step = 0;        // global step index, from 0
+  int64_t epoch = 0;
+  double loss = 0.0;       // the loss of this step's forward, before the update
+  double lr = 0.0;         // the learning rate this step used
+  bool training_mode = false;  // model.is_training() during the step
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  at::Tensor logits;  // (N, classes), every evaluated sample, in order
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Run {
+ public:
+  virtual ~Run() = default;
+
+  // Fresh state: seed (with options.seed), build model, optimizer, scheduler and data.
+  virtual void setup(const RunOptions& options) = 0;
+  // One optimisation step; a new epoch starts when the previous one is exhausted.
+  virtual StepRecord train_step() = 0;
+  // Evaluates on held-out data.
+  virtual EvalResult evaluate() = 0;
+  // Everything needed to resume exactly; loading into a freshly set-up run continues the run.
+  virtual void save_checkpoint(const std::string& path) = 0;
+  virtual void load_checkpoint(const std::string& path) = 0;
+
+  virtual int64_t steps_per_epoch() const = 0;
+  // Views of the live tensors (checks clone what they keep), in a stable order.
+  virtual NamedTensors parameters() const = 0;
+  virtual NamedTensors buffers() const = 0;
+  virtual NamedTensors optimizer_state() const = 0;
+};
+
+}  // namespace tc

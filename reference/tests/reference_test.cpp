@@ -1,0 +1,167 @@
+#include <atomic>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "harness/tensor_compare.h"
+#include "reference/reference_run.h"
+
+namespace tc::ref {
+namespace {
+
+TEST(Loader, WorkersDeliverInOrderTheSameBatchesAsTheTrainingThread) {
+  auto make = [](int64_t i) {
+    Batch b;
+    b.index = i;
+    b.images = augment(torch::ones({4, 3, 8, 8}) * static_cast<double>(i), batch_seed(42, i));
+    b.labels = torch::full({4}, i, torch::kLong);
+    return b;
+  };
+  for (int64_t workers : {1, 3}) {
+    Loader threaded(2, 11, {workers, 2}, make);
+    Loader inline_loader(2, 11, {0, 2}, make);
+    for (int64_t i = 2; i < 11; ++i) {
+      auto a = threaded.next();
+      auto b = inline_loader.next();
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(a->index, i);
+      EXPECT_TRUE(torch::equal(a->images, b->images)) << "batch " << i << " workers " << workers;
+    }
+    EXPECT_FALSE(threaded.next().has_value());
+  }
+}
+
+TEST(Loader, RethrowsAWorkersError) {
+  Loader l(0, 4, {2, 1}, [](int64_t i) -> Batch {
+    if (i == 1) throw std::runtime_error("decode failed");
+    return Batch{i, torch::zeros({1}), torch::zeros({1})};
+  });
+  EXPECT_TRUE(l.next().has_value());
+  EXPECT_THROW(l.next(), std::runtime_error);
+}
+
+TEST(Loader, StopsCleanlyWithBatchesInFlight) {
+  std::atomic<int> made{0};
+  {
+    Loader l(0, 100, {2, 2}, [&](int64_t i) {
+      ++made;
+      return Batch{i, torch::zeros({1}), torch::zeros({1})};
+    });
+    l.next();
+  }
+  EXPECT_LE(made.load(), 1 + 2 * 2 + 2);  // bounded by the prefetch depth
+}
+
+TEST(Augment, SameSeedSameBatchOtherSeedOtherBatch) {
+  at::Tensor x = torch::randn({8, 3, 16, 16}, seeded_generator(1));
+  EXPECT_TRUE(torch::equal(augment(x, 7), augment(x, 7)));
+  EXPECT_FALSE(torch::equal(augment(x, 7), augment(x, 8)));
+  EXPECT_NE(batch_seed(5, 0), batch_seed(5, 1));
+}
+
+TEST(Sampler, EpochsReshuffleAndRestoreContinues) {
+  SeededSampler a(32, 8, seeded_generator(3));
+  a.set_epoch(0);
+  at::Tensor p0 = a.permutation().clone();
+  a.set_epoch(1);
+  EXPECT_FALSE(torch::equal(p0, a.permutation()));
+  EXPECT_EQ(a.batches_per_epoch(), 4);
+  EXPECT_EQ(std::get<0>(torch::sort(a.permutation())).equal(torch::arange(32)), true);
+  SeededSampler b(32, 8, seeded_generator(99));
+  b.restore(1, a.permutation(), a.epoch_seed());
+  EXPECT_TRUE(torch::equal(a.batch_indices(2), b.batch_indices(2)));
+  EXPECT_THROW(b.restore(1, torch::arange(5), 1), c10::Error);
+}
+
+TEST(Seed, SeedEverythingSeedsTorchAndOwnedGeneratorsAndRecordsDeterminism) {
+  at::Generator g = nondeterministic_generator();
+  SeedRecord r = seed_everything(11, true, {g});
+  EXPECT_TRUE(r.seeded);
+  EXPECT_TRUE(r.deterministic);
+  EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+  at::Tensor a = torch::rand({4});
+  at::Tensor ga = torch::rand({4}, g);
+  seed_everything(11, false, {g});
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
+  EXPECT_TRUE(torch::equal(a, torch::rand({4})));
+  EXPECT_TRUE(torch::equal(ga, torch::rand({4}, g)));
+}
+
+TEST(Model, ExplicitInitAndShapes) {
+  torch::manual_seed(0);
+  ImageClassifier m(4, 16);
+  init_weights(*m);
+  auto params = m->named_parameters();
+  EXPECT_TRUE(torch::equal(params["features.1.weight"], torch::ones({16})));
+  EXPECT_EQ(params["classifier.1.bias"].abs().sum().item<double>(), 0.0);
+  EXPECT_NEAR(params["classifier.1.weight"].std().item<double>(), 0.01, 0.001);
+  EXPECT_EQ(m->forward(torch::randn({2, 3, 16, 16})).sizes(), (std::vector<int64_t>{2, 4}));
+}
+
+// Saves only the model, like a weights-only checkpoint.
+class ModelOnly : public ReferenceRun {
+ protected:
+  std::vector<CheckpointPart> checkpoint_parts() override {
+    auto parts = ReferenceRun::checkpoint_parts();
+    parts.resize(1);
+    return parts;
+  }
+};
+
+TEST(Checkpoint, MissingPartAndCorruptFileGiveClearErrors) {
+  ScratchDir dir;
+  RunOptions o;
+  o.seed = 5;
+  ModelOnly weights;
+  weights.setup(o);
+  weights.train_step();
+  const std::string path = dir.file("ckpt.pt");
+  weights.save_checkpoint(path);
+  ReferenceRun run;
+  run.setup(o);
+  try {
+    run.load_checkpoint(path);
+    FAIL() << "a checkpoint without optimizer state was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no 'optimizer' state"), std::string::npos) << e.what();
+  }
+  save_parts({{"model", [](auto& a) { a.write("x", torch::ones({1})); }, nullptr}}, path);
+  try {
+    run.load_checkpoint(path);
+    FAIL() << "a checkpoint with a foreign model was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot load its 'model' state"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("frame #"), std::string::npos) << "backtrace in a user message";
+  }
+  std::ofstream(dir.file("junk.pt")) << "not a checkpoint";
+  try {
+    run.load_checkpoint(dir.file("junk.pt"));
+    FAIL() << "junk accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("junk.pt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, SaveIsAtomicAndReplacesThePreviousFile) {
+  ScratchDir dir;
+  ReferenceRun run;
+  run.setup(RunOptions{});
+  const std::string path = dir.file("ckpt.pt");
+  run.save_checkpoint(path);
+  run.train_step();
+  run.save_checkpoint(path);
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file(""))) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1) << "temporary files left behind";
+  ReferenceRun fresh;
+  fresh.setup(RunOptions{});
+  fresh.load_checkpoint(path);
+  EXPECT_FALSE(first_tensor_difference(snapshot(run.parameters()), snapshot(fresh.parameters())));
+}
+
+}  // namespace
+}  // namespace tc::ref

@@ -1,0 +1,45 @@
+// Broken variants the reproducibility check must catch. Each is the reference with one practice
+// of "Seed everything, and say so" broken.
+#include <random>
+
+#include "harness/registry.h"
+#include "reference/reference_run.h"
+
+namespace tc::variants {
+
+// Fail: `model = MyModel()` with no seeding at all.
+class NoSeed : public ref::ReferenceRun {
+ protected:
+  void seed_everything() override {}
+};
+
+// Augmentation in the workers draws from a source nobody seeded (each worker's own engine,
+// seeded from std::random_device), like numpy's global RNG in DataLoader workers without
+// worker_init_fn.
+class UnseededWorkers : public ref::ReferenceRun {
+ protected:
+  uint64_t augmentation_seed(uint64_t /*epoch_seed*/, int64_t /*batch*/) const override {
+    thread_local std::mt19937_64 worker_rng{std::random_device{}()};
+    return worker_rng();
+  }
+};
+
+// torch's generators are seeded, but the loader is not handed a seeded generator: shuffling and
+// the workers' augmentation seeds stay random whatever the global seed.
+class SeedWithoutLoaderGenerator : public ref::ReferenceRun {
+ protected:
+  void seed_everything() override {
+    seed_record_ = ref::seed_everything(options_.seed, options_.deterministic, /*owned=*/{});
+  }
+};
+
+}  // namespace tc::variants
+
+TC_REGISTER_RECIPE(tc::variants::NoSeed, "no_seed", "seed_everything is never called",
+                   {"reproducibility"});
+TC_REGISTER_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
+                   "augmentation in the loader's workers draws from an unseeded source",
+                   {"reproducibility"});
+TC_REGISTER_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
+                   "torch is seeded but the loader's own generator is not",
+                   {"reproducibility"});
