@@ -95,8 +95,12 @@ void Loader::work(int64_t worker) {
       std::lock_guard<std::mutex> lock(mutex_);
       ready_.emplace(b, std::move(batch));
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!error_) error_ = std::current_exception();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        failed_.emplace(b, std::current_exception());
+      }
+      cv_.notify_all();
+      return;  // the consumer stops at this batch
     }
     cv_.notify_all();
   }
@@ -106,8 +110,8 @@ std::optional<Batch> Loader::next() {
   if (next_ >= count_) return std::nullopt;
   if (options_.workers == 0) return make_batch_(next_++);
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait(lock, [&] { return error_ || ready_.count(next_) > 0; });
-  if (ready_.count(next_) == 0) std::rethrow_exception(error_);
+  cv_.wait(lock, [&] { return ready_.count(next_) > 0 || failed_.count(next_) > 0; });
+  if (auto f = failed_.find(next_); f != failed_.end()) std::rethrow_exception(f->second);
   Batch b = std::move(ready_.at(next_));
   ready_.erase(next_);
   ++next_;

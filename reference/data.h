@@ -94,7 +94,9 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
-  std::optional<Batch> next();  // nullopt at the end of the epoch; rethrows a worker's error
+  // nullopt at the end of the epoch. A batch whose making failed rethrows that error when its
+  // turn comes (batches before it are still delivered), and again on every later call.
+  std::optional<Batch> next();
 
  private:
   void work(int64_t worker);
@@ -107,7 +109,7 @@ class Loader {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<int64_t, Batch> ready_;
-  std::exception_ptr error_;
+  std::map<int64_t, std::exception_ptr> failed_;
   bool stop_ = false;
   std::vector<std::thread> threads_;
 };
