@@ -57,7 +57,7 @@ int cmd_list(bool as_json) {
   const Registry& reg = Registry::global();
   if (as_json) {
     json j = {{"checks", json::array()}, {"recipes", json::array()}};
-    for (const CheckInfo& c : reg.checks()) j["checks"].push_back({{"name", c.name}, {"promise", c.promise}});
+    for (const CheckInfo& c : reg.checks()) j["checks"].push_back({{"name", c.name}, {"promise", c.promise}, {"covers_variants", c.covers_variants}});
     for (const RecipeInfo& r : reg.recipes()) {
       j["recipes"].push_back({{"name", r.name}, {"description", r.description}, {"targets", r.targets}});
     }
@@ -103,6 +103,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   plan.recipes = split_list(a.recipes);
   plan.seed = a.seed;
   plan.quick = a.quick;
+  plan.cuda_present = cuda_available();
   std::vector<PlannedCell> planned;
   try {
     plan.devices = resolve_devices(a.device);

@@ -76,6 +76,7 @@ struct CheckInfo {
   CheckFn fn;
   std::string file;
   int line = 0;
+  bool covers_variants = true;  // false: only correct recipes get a cell (no variant targets it)
 };
 
 struct RecipeInfo {
@@ -85,6 +86,9 @@ struct RecipeInfo {
   RunFactory make;
   std::string file;
   int line = 0;
+  // "cuda": the broken practice can only show where a CUDA device exists (on a machine with one
+  // device kind every tensor is on it); elsewhere its targeted cells are skipped with that reason.
+  std::string needs;
 
   bool is_variant() const { return !targets.empty(); }
 };
@@ -131,8 +135,22 @@ struct RecipeRegistrar {
   static const ::tc::detail::CheckRegistrar TC_CONCAT(tc_check_registrar_, __LINE__)( \
       ::tc::CheckInfo{name, promise, fn, __FILE__, __LINE__})
 
+// A practice the seeds name that cannot be checked from C++: one skipped cell per correct recipe
+// and device, with the reason, so it is never silently absent.
+#define TC_REGISTER_UNSUPPORTED(name, promise, reason)                                  \
+  static const ::tc::detail::CheckRegistrar TC_CONCAT(tc_check_registrar_, __LINE__)(   \
+      ::tc::CheckInfo{name, promise,                                                    \
+                      [](const ::tc::CheckContext&) -> ::tc::CheckResult { throw ::tc::SkipCell(reason); }, \
+                      __FILE__, __LINE__, false})
+
 // Type: a default-constructible tc::Run subclass. targets: {"check", ...}, {} for a correct recipe.
 #define TC_REGISTER_RECIPE(Type, name, description, ...)                           \
   static const ::tc::detail::RecipeRegistrar TC_CONCAT(tc_recipe_registrar_, __LINE__)( \
       ::tc::RecipeInfo{name, description, std::vector<std::string> __VA_ARGS__,       \
-                       [] { return std::unique_ptr<::tc::Run>(new Type()); }, __FILE__, __LINE__})
+                       [] { return std::unique_ptr<::tc::Run>(new Type()); }, __FILE__, __LINE__, ""})
+
+// As TC_REGISTER_RECIPE, for a variant that can only be caught where `needs` ("cuda") exists.
+#define TC_REGISTER_RECIPE_NEEDING(needs, Type, name, description, ...)                \
+  static const ::tc::detail::RecipeRegistrar TC_CONCAT(tc_recipe_registrar_, __LINE__)( \
+      ::tc::RecipeInfo{name, description, std::vector<std::string> __VA_ARGS__,       \
+                       [] { return std::unique_ptr<::tc::Run>(new Type()); }, __FILE__, __LINE__, needs})

@@ -35,7 +35,9 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
   std::vector<PlannedCell> cells;
   for (const DeviceSlot& d : plan.devices) {
     for (const CheckInfo* c : checks) {
-      for (const RecipeInfo* r : recipes) cells.push_back({c, r, d});
+      for (const RecipeInfo* r : recipes) {
+        if (c->covers_variants || !r->is_variant()) cells.push_back({c, r, d});
+      }
     }
   }
   return cells;
@@ -50,6 +52,12 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   if (!planned.device.available) {
     cell.verdict = Verdict::kSkipped;
     cell.evidence = planned.device.reason;
+    return cell;
+  }
+  if (cell.expected == Expected::kFail && planned.recipe->needs == "cuda" && !plan.cuda_present) {
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = "'" + cell.recipe + "' can only be caught where a CUDA device exists (on a "
+                    "machine with one device kind every tensor is on it); this machine has none";
     return cell;
   }
   CheckContext ctx;

@@ -23,6 +23,7 @@ struct RunPlan {
   std::vector<DeviceSlot> devices;
   int64_t seed = 0;
   bool quick = false;
+  bool cuda_present = false;  // the machine has a usable CUDA device (whatever --device says)
 };
 
 struct PlannedCell {

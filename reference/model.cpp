@@ -7,7 +7,8 @@ namespace tc::ref {
 namespace nn = torch::nn;
 
 ImageClassifierImpl::ImageClassifierImpl(int64_t num_classes, int64_t image_size, double dropout,
-                                         int64_t channels) {
+                                         int64_t channels)
+    : num_classes(num_classes), image_size(image_size), channels(channels) {
   features = register_module(
       "features", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1)),
                                  nn::BatchNorm2d(channels), nn::ReLU(), nn::MaxPool2d(2)));

@@ -12,7 +12,12 @@ struct ImageClassifierImpl : torch::nn::Module {
   ImageClassifierImpl(int64_t num_classes, int64_t image_size, double dropout = 0.5,
                       int64_t channels = 16);
 
-  torch::Tensor forward(torch::Tensor x);
+  virtual ~ImageClassifierImpl() = default;
+  virtual torch::Tensor forward(torch::Tensor x);
+
+  const int64_t num_classes;
+  const int64_t image_size;
+  const int64_t channels;
 
   torch::nn::Sequential features{nullptr};    // Conv-BN-ReLU-MaxPool
   torch::nn::Sequential classifier{nullptr};  // Dropout-Linear

@@ -1,5 +1,6 @@
 #include "reference/reference_run.h"
 
+#include <cmath>
 #include <mutex>
 #include <sstream>
 
@@ -39,8 +40,7 @@ void ReferenceRun::setup(const RunOptions& options) {
   eval_data_ = std::make_shared<SyntheticImages>(config_.eval_data);
   sampler_ = SeededSampler(data_->size(), config_.batch_size, loader_generator_);
 
-  model_ = ImageClassifier(config_.data.classes, config_.data.image_size, config_.dropout);
-  init_weights(*model_);
+  model_ = build_model();
   model_->to(options_.device);
   optimizer_ = std::make_unique<torch::optim::SGD>(
       model_->parameters(), torch::optim::SGDOptions(config_.lr)
@@ -55,6 +55,12 @@ void ReferenceRun::setup(const RunOptions& options) {
 
 void ReferenceRun::seed_everything() {
   seed_record_ = ref::seed_everything(options_.seed, options_.deterministic, {loader_generator_});
+}
+
+ImageClassifier ReferenceRun::build_model() {
+  ImageClassifier model(config_.data.classes, config_.data.image_size, config_.dropout);
+  init_weights(*model);
+  return model;
 }
 
 uint64_t ReferenceRun::augmentation_seed(uint64_t epoch_seed, int64_t batch) const {
@@ -110,15 +116,57 @@ StepRecord ReferenceRun::train_step() {
 
   at::Tensor x = batch->images.to(options_.device, /*non_blocking=*/true);  // (B, 3, S, S)
   at::Tensor y = batch->labels.to(options_.device, /*non_blocking=*/true);  // (B)
-  optimizer_->zero_grad(/*set_to_none=*/true);
-  at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
-  loss.backward();
-  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
-  optimizer_->step();
+  at::Tensor loss = forward_loss(x, y);
+  optimisation_step(loss);
   scheduler_->step();
   ++step_;
   rec.loss = loss.item<double>();
   return rec;
+}
+
+at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
+  return torch::nn::functional::cross_entropy(model_->forward(x), y);  // scalar
+}
+
+void ReferenceRun::optimisation_step(const at::Tensor& loss) {
+  optimizer_->zero_grad(/*set_to_none=*/true);
+  loss.backward();
+  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+  optimizer_->step();
+}
+
+at::Tensor ReferenceRun::example_input(int64_t batch) const {
+  return eval_data_->images().narrow(0, 0, std::min(batch, eval_data_->size())).to(options_.device);
+}
+
+at::Tensor ReferenceRun::predict(const at::Tensor& x) {
+  const bool was_training = model_->is_training();
+  torch::NoGradGuard no_grad;
+  model_->eval();
+  at::Tensor out = model_->forward(x);
+  model_->train(was_training);
+  return out;
+}
+
+std::vector<InitSpec> ReferenceRun::declared_init() const {
+  // As init_weights() does: conv kaiming-normal (fan_out, relu), BN 1/0, linear N(0, 0.01)/0.
+  std::vector<InitSpec> specs;
+  using K = InitSpec::Kind;
+  for (const auto& p : model_->named_parameters()) {
+    const std::string& n = p.key();
+    const at::Tensor& t = p.value();
+    if (t.dim() == 4) {  // conv weight (out, in, kh, kw)
+      const double fan_out = static_cast<double>(t.size(0) * t.size(2) * t.size(3));
+      specs.push_back({n, K::kNormal, 0.0, std::sqrt(2.0 / fan_out)});
+    } else if (t.dim() == 2) {  // linear weight
+      specs.push_back({n, K::kNormal, 0.0, 0.01});
+    } else if (n.find("features.1.weight") != std::string::npos) {  // BatchNorm weight
+      specs.push_back({n, K::kConstant, 1.0, 0.0});
+    } else {  // biases
+      specs.push_back({n, K::kConstant, 0.0, 0.0});
+    }
+  }
+  return specs;
 }
 
 EvalResult ReferenceRun::evaluate() {

@@ -64,12 +64,24 @@ class ReferenceRun : public Run {
   NamedTensors buffers() const override;
   NamedTensors optimizer_state() const override;
 
+  at::Tensor example_input(int64_t batch) const override;
+  at::Tensor predict(const at::Tensor& x) override;
+  torch::optim::Optimizer& optimizer() override { return *optimizer_; }
+  double clip_norm() const override { return config_.clip_norm; }
+  std::vector<InitSpec> declared_init() const override;
+
   const SeedRecord& seed_record() const { return seed_record_; }
 
  protected:
   // --- practice slots -------------------------------------------------------------------------
   // Seeds everything, the loader's generator included, and records determinism.
   virtual void seed_everything();
+  // The model, built in its constructor and explicitly initialised.
+  virtual ImageClassifier build_model();
+  // Forward and loss for one batch already on the device.
+  virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
+  // zero_grad(set_to_none) -> backward -> clip -> step.
+  virtual void optimisation_step(const at::Tensor& loss);
   // The seed a batch's augmentation draws from (called on worker threads).
   virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
   // Top of each training epoch: model.train(), sampler.set_epoch(epoch).

@@ -25,12 +25,19 @@
 #pragma once
 
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
+
+#include "harness/registry.h"
+
+namespace torch::optim {
+class Optimizer;
+}
 
 namespace tc {
 
@@ -57,6 +64,22 @@ struct EvalResult {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// How a parameter is declared to be initialised (the init check compares against it).
+struct InitSpec {
+  enum class Kind { kNormal, kUniform, kConstant };
+  std::string parameter;  // name as in parameters()
+  Kind kind = Kind::kConstant;
+  double a = 0.0;  // normal: mean; uniform: low; constant: value
+  double b = 0.0;  // normal: std; uniform: high
+};
+
+// Thrown by the optional probes below when a recipe does not provide them: cells that need the
+// probe are skipped with this message as the reason.
+class ProbeNotProvided : public SkipCell {
+ public:
+  using SkipCell::SkipCell;
+};
+
 class Run {
  public:
   virtual ~Run() = default;
@@ -76,6 +99,17 @@ class Run {
   virtual NamedTensors parameters() const = 0;
   virtual NamedTensors buffers() const = 0;
   virtual NamedTensors optimizer_state() const = 0;
+
+  // --- optional probes (defaults throw ProbeNotProvided) ------------------------------------------
+  // A batch of model inputs on the run's device, e.g. (B, 3, S, S).
+  virtual at::Tensor example_input(int64_t batch) const;
+  // The model's output for x in eval mode without autograd; leaves the model's mode as it was.
+  virtual at::Tensor predict(const at::Tensor& x);
+  // The optimizer the train step uses, and the gradient-norm bound it clips to (0: none).
+  virtual torch::optim::Optimizer& optimizer();
+  virtual double clip_norm() const;
+  // How each parameter is initialised.
+  virtual std::vector<InitSpec> declared_init() const;
 };
 
 }  // namespace tc

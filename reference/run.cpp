@@ -1,0 +1,19 @@
+#include "reference/run.h"
+
+namespace tc {
+
+at::Tensor Run::example_input(int64_t) const {
+  throw ProbeNotProvided("the recipe does not provide example_input()");
+}
+at::Tensor Run::predict(const at::Tensor&) {
+  throw ProbeNotProvided("the recipe does not provide predict()");
+}
+torch::optim::Optimizer& Run::optimizer() {
+  throw ProbeNotProvided("the recipe does not provide optimizer()");
+}
+double Run::clip_norm() const { throw ProbeNotProvided("the recipe does not provide clip_norm()"); }
+std::vector<InitSpec> Run::declared_init() const {
+  throw ProbeNotProvided("the recipe does not declare its initialisation (declared_init())");
+}
+
+}  // namespace tc

@@ -1,0 +1,36 @@
+// autograd_inplace: training never mutates a tensor that autograd saved. LibTorch's version
+// counters detect it at backward; the check trains an epoch and reports that error as evidence.
+#include <torch/torch.h>
+
+#include "harness/tensor_compare.h"
+
+namespace tc {
+namespace {
+
+CheckResult check_autograd_inplace(const CheckContext& ctx) {
+  std::unique_ptr<Run> run = ctx.make_run();
+  run->setup(run_options(ctx, ctx.seed));
+  const int64_t steps = run->steps_per_epoch();
+  int64_t done = 0;
+  try {
+    for (; done < steps; ++done) {
+      StepRecord r = run->train_step();
+      if (!std::isfinite(r.loss)) throw HarnessError("non-finite loss at step " + std::to_string(done));
+    }
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("modified by an inplace operation") == std::string::npos) throw;
+    return CheckResult::fail("step " + std::to_string(done) + ": " + what.substr(0, what.find("Hint:")),
+                             {{"failed_step", done}});
+  }
+  return CheckResult::pass(std::to_string(steps) +
+                               " training steps: no tensor saved for backward was modified in place "
+                               "(LibTorch's version counters never fired)",
+                           {{"steps", steps}});
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_REGISTER_CHECK("autograd_inplace", "training never mutates a tensor autograd saved",
+                  tc::check_autograd_inplace);

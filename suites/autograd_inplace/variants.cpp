@@ -1,0 +1,24 @@
+// Broken variant the autograd_inplace check must catch ("No in-place operation sits on a tensor
+// autograd still needs").
+#include <torch/torch.h>
+
+#include "harness/registry.h"
+#include "reference/reference_run.h"
+
+namespace tc::variants {
+
+// After the forward, the input batch is scaled in place for an image logger: the convolution
+// saved that very tensor to compute its weight gradient.
+class InplaceOnSaved : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    at::Tensor loss = ReferenceRun::forward_loss(x, y);
+    x.mul_(0.5).add_(0.5);  // to [0, 1] for the image logger, in place
+    return loss;
+  }
+};
+
+}  // namespace tc::variants
+
+TC_REGISTER_RECIPE(tc::variants::InplaceOnSaved, "inplace_on_saved",
+                   "modifies in place a tensor autograd saved for backward", {"autograd_inplace"});

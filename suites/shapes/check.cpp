@@ -1,0 +1,44 @@
+// shapes: the forward works on non-contiguous input (channels_last) and agrees with the
+// contiguous forward within tolerance (convolution kernels for the two layouts may round
+// differently: rtol 1e-5, atol 1e-6).
+#include <torch/torch.h>
+
+#include "harness/tensor_compare.h"
+
+namespace tc {
+namespace {
+
+CheckResult check_shapes(const CheckContext& ctx) {
+  std::unique_ptr<Run> run = ctx.make_run();
+  run->setup(run_options(ctx, ctx.seed));
+  run->train_step();  // BatchNorm statistics away from their initial values
+  const at::Tensor x = run->example_input(8);
+  if (x.dim() != 4) throw SkipCell("the recipe's input is not a 4-d image batch: channels_last does not apply");
+  const at::Tensor xc = x.contiguous(at::MemoryFormat::ChannelsLast);
+  if (xc.is_contiguous()) throw HarnessError("channels_last copy of the input is still contiguous");
+  const at::Tensor y = run->predict(x).cpu();
+  at::Tensor yc;
+  try {
+    yc = run->predict(xc).cpu();
+  } catch (const c10::Error& e) {
+    return CheckResult::fail(std::string("forward on a channels_last (non-contiguous) input failed: ") +
+                                 e.what_without_backtrace(),
+                             {{"input_strides", xc.strides().vec()}});
+  }
+  const double diff = max_abs_diff(y, yc);
+  nlohmann::json m = {{"max_abs_diff", diff}, {"input_strides", xc.strides().vec()}};
+  if (!torch::allclose(y, yc, 1e-5, 1e-6)) {
+    return CheckResult::fail("channels_last and contiguous inputs give different outputs (max |diff| " +
+                                 format_double(diff, 3) + ", beyond rtol 1e-5 / atol 1e-6)",
+                             m);
+  }
+  return CheckResult::pass("forward on channels_last input (strides " + nlohmann::json(xc.strides().vec()).dump() +
+                               ") matches the contiguous one (max |diff| " + format_double(diff, 3) + ")",
+                           m);
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_REGISTER_CHECK("shapes", "the forward works on non-contiguous (channels_last) input",
+                  tc::check_shapes);

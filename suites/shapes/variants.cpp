@@ -1,0 +1,32 @@
+// Broken variant the shapes check must catch ("Track the shape at every step").
+#include <torch/torch.h>
+
+#include "harness/registry.h"
+#include "reference/reference_run.h"
+
+namespace tc::variants {
+
+// Fail: x.view(x.size(0), -1) instead of flatten(start_dim=1): breaks on a non-contiguous tensor.
+struct ViewFlattenImpl : ref::ImageClassifierImpl {
+  using ImageClassifierImpl::ImageClassifierImpl;
+  torch::Tensor forward(torch::Tensor x) override {
+    x = features->forward(x);
+    x = x.view({x.size(0), -1});
+    return classifier->forward(x);
+  }
+};
+
+class ViewFlatten : public ref::ReferenceRun {
+ protected:
+  ref::ImageClassifier build_model() override {
+    ref::ImageClassifier m(std::shared_ptr<ref::ImageClassifierImpl>(std::make_shared<ViewFlattenImpl>(config_.data.classes,
+                                                             config_.data.image_size, config_.dropout)));
+    ref::init_weights(*m);
+    return m;
+  }
+};
+
+}  // namespace tc::variants
+
+TC_REGISTER_RECIPE(tc::variants::ViewFlatten, "view_flatten",
+                   "flattens with view(B, -1) instead of flatten(1)", {"shapes"});
