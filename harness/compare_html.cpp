@@ -74,7 +74,7 @@ std::string render_compare_html(const Comparison& c) {
                         b.status != BenchStatus::kUnitChanged;
       h << "<tr class=\"bench " << to_string(b.status) << "\" data-name=\"" << escape(b.name) << "\" data-device=\""
         << escape(b.device) << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>"
-        << escape(b.unit) << "</td><td>" << b.base_samples.size() << " / " << b.next_samples.size() << "</td><td>"
+        << escape(b.unit) << "</td><td style=\"white-space:nowrap\">" << b.base_samples.size() << "/" << b.next_samples.size() << "</td><td>"
         << (b.status == BenchStatus::kAdded ? "-" : num(b.base_median)) << "</td><td>"
         << (b.status == BenchStatus::kRemoved ? "-" : num(b.next_median)) << "</td><td>"
         << (both ? pct(b.change) : "-") << "</td><td>" << pct(b.threshold).substr(1) << "</td><td>"
