@@ -269,6 +269,9 @@ int cmd_bench(int argc, char** argv) {
     return kExitUsage;
   }
   const std::string started = utc_now();
+  // Before the benchmarks run: they may change global flags (the reference recipe turns
+  // deterministic algorithms on), and a report records the machine as the run found it.
+  const json environment = existing ? json() : capture_environment();
   bench::CollectingReporter reporter(std::make_unique<benchmark::ConsoleReporter>());
   const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
@@ -294,7 +297,7 @@ int cmd_bench(int argc, char** argv) {
     for (int i = 0; i < argc; ++i) argv_json.push_back(argv[i]);
     report.run = {{"started_at", started}, {"ended_at", utc_now()}, {"argv", argv_json},
                   {"seed", 0},             {"devices", json::array({"cpu"})}};
-    report.environment = capture_environment();
+    report.environment = environment;
   }
   bench::merge_benchmarks(report.benchmarks, records);
   try {
