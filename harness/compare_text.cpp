@@ -46,7 +46,7 @@ std::string render_compare_text(const Comparison& c) {
     s << "environment: identical\n";
   } else {
     s << "environment: " << c.environment.size() << " difference(s)\n";
-    for (const EnvChange& e : c.environment) s << "  " << pad(e.key, 36) << e.base << " -> " << e.next << '\n';
+    for (const EnvChange& e : c.environment) s << "  " << pad(e.key, 40) << e.base << " -> " << e.next << '\n';
   }
 
   s << "\nverdicts: " << c.cells_compared << " cell(s) in both, " << c.cells.size() << " change(s)\n";
