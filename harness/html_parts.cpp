@@ -116,7 +116,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
   if (o.marker_x) {
     std::snprintf(buf, sizeof buf, "%.1f", X(*o.marker_x));
     h << "<line class=\"marker\" x1=\"" << buf << "\" y1=\"" << T << "\" x2=\"" << buf << "\" y2=\"" << T + ph
-      << "\"/><text x=\"" << buf << "\" y=\"" << T - 2 << "\" fill=\"#d93025\">" << escape(o.marker_label)
+      << "\"/><text x=\"" << buf << "\" dx=\"3\" y=\"" << T + 10 << "\" fill=\"#d93025\">" << escape(o.marker_label)
       << "</text>";
   }
   h << "</svg>";
