@@ -67,6 +67,11 @@ tc_cli_test(compare_other_schema 2 "other_schema.json': report schema is 'torchc
             compare ${TC_FIX}/other_schema.json ${TC_FIX}/gbench_base.json)
 tc_cli_test(compare_not_json 2 "gbench_fixture_program.cpp' is not valid JSON"
             compare ${TC_FIX}/gbench_fixture_program.cpp ${TC_FIX}/gbench_base.json)
+# Bad input: exit 2 and the HTML already at --html is left as it was.
+add_test(NAME cli.compare_bad_input_keeps_html
+         COMMAND ${CMAKE_COMMAND} -DTC=$<TARGET_FILE:torchconform> -DFIX=${TC_FIX} -DOUT=${TC_TEST_OUT}
+                 -P ${PROJECT_SOURCE_DIR}/harness/tests/compare_keeps_output.cmake)
+set_tests_properties(cli.compare_bad_input_keeps_html PROPERTIES LABELS unit)
 tc_cli_test(compare_bad_threshold 2 "not a percentage" compare ${TC_FIX}/gbench_base.json
             ${TC_FIX}/gbench_base.json --threshold lots)
 tc_cli_test(trend_step_regression 1 "BM_Sleep/iterations:20 .*regression.*trend gate: FAIL" trend
@@ -74,6 +79,8 @@ tc_cli_test(trend_step_regression 1 "BM_Sleep/iterations:20 .*regression.*trend 
             ${TC_FIX}/gbench_slow.json ${TC_FIX}/gbench_slow.json --html ${TC_TEST_OUT}/trend.html)
 tc_cli_test(trend_flat_passes 0 "trend gate: PASS" trend ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json
             ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json)
+tc_cli_test(bench_merge_into_bad_report 2 "other_schema.json': report schema is 'torchconform.report/2'"
+            bench --json ${TC_FIX}/other_schema.json)
 tc_cli_test(bench_unknown_flag 2 "unrecognized command-line flag" bench --benchmark_bogus=1)
 tc_cli_test(bench_lists_train_step 0 "reference/train_step/device:cpu" bench --benchmark_list_tests)
 

@@ -74,6 +74,7 @@ def main():
     url = "file://" + os.path.abspath(report_html)
     with tempfile.TemporaryDirectory() as profile:
         common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-dev-shm-usage",
                   "--user-data-dir=" + profile]
         dom = subprocess.run(common + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
         if dom.returncode != 0 or "<html" not in dom.stdout:
