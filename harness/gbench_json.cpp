@@ -65,7 +65,9 @@ Report report_from_google_benchmark(const json& j) {
     throw ReportFormatError(std::string("malformed Google Benchmark entry: ") + e.what());
   }
   if (order.empty()) {
-    throw ReportFormatError("Google Benchmark JSON without per-repetition (run_type \"iteration\") entries");
+    throw ReportFormatError(
+        "Google Benchmark JSON without per-repetition (run_type \"iteration\") entries; run it with "
+        "--benchmark_repetitions=N and without --benchmark_report_aggregates_only");
   }
   for (const std::string& name : order) {
     const Acc& a = acc[name];

@@ -57,6 +57,8 @@ add("constant_vs_constant_different", [1.0] * 6, [2.0] * 6)
 add("timings_ms_5v5_slowed", rng.normal(12.0, 0.3, 5), rng.normal(17.0, 0.3, 5))
 add("timings_ms_9v9_noise", rng.normal(12.0, 0.3, 9), rng.normal(12.05, 0.3, 9))
 add("reversed_order_y_smaller", rng.normal(2, 0.5, 6), rng.normal(0, 0.5, 6))
+add("exact_8v200_unbalanced", rng.normal(0, 1, 8), rng.normal(0.3, 1, 200))
+add("exact_3v1000_unbalanced", rng.normal(0, 1, 3), rng.normal(0.3, 1, 1000))
 
 json.dump({"generator": "harness/tests/make_mwu_fixtures.py", "scipy": scipy.__version__,
            "numpy": np.__version__, "call": "scipy.stats.mannwhitneyu(x, y, alternative='two-sided')",
