@@ -7,10 +7,17 @@ file(MAKE_DIRECTORY ${TC_TEST_OUT})
 
 # --- unit tests -------------------------------------------------------------------------------
 add_executable(tc_harness_tests
+  harness/tests/approval_test.cpp
+  harness/tests/bench_test.cpp
+  harness/tests/compare_test.cpp
   harness/tests/registry_test.cpp
   harness/tests/report_json_test.cpp
-  harness/tests/runner_test.cpp)
+  harness/tests/runner_test.cpp
+  harness/tests/statistics_test.cpp
+  harness/tests/trend_test.cpp)
 target_link_libraries(tc_harness_tests PRIVATE tc_harness GTest::gtest_main)
+target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                                   TC_BINARY_DIR="${CMAKE_BINARY_DIR}")
 tc_torch_link_fixups(tc_harness_tests)
 gtest_discover_tests(tc_harness_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
 
@@ -47,6 +54,36 @@ tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/doe
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")
 
+# compare / trend: gate by exit code on committed inputs (real Google Benchmark 1.7.1 output)
+set(TC_FIX ${PROJECT_SOURCE_DIR}/harness/tests/fixtures)
+tc_cli_test(compare_gbench_regression 1 "BM_Sleep/iterations:20 .*REGRESSION.*gate: FAIL"
+            compare ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_slow.json --html ${TC_TEST_OUT}/compare-gbench.html)
+tc_cli_test(compare_same_passes 0 "gate: PASS" compare ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json)
+tc_cli_test(compare_metric_threshold_lets_it_pass 0 "gate: PASS" compare ${TC_FIX}/gbench_base.json
+            ${TC_FIX}/gbench_slow.json --metric-threshold BM_Sleep/iterations:20=50%)
+tc_cli_test(compare_missing_file 2 "cannot read report '[^']*nope.json'" compare ${TC_FIX}/gbench_base.json
+            ${TC_TEST_OUT}/nope.json)
+tc_cli_test(compare_other_schema 2 "other_schema.json': report schema is 'torchconform.report/2'"
+            compare ${TC_FIX}/other_schema.json ${TC_FIX}/gbench_base.json)
+tc_cli_test(compare_not_json 2 "gbench_fixture_program.cpp' is not valid JSON"
+            compare ${TC_FIX}/gbench_fixture_program.cpp ${TC_FIX}/gbench_base.json)
+# Bad input: exit 2 and the HTML already at --html is left as it was.
+add_test(NAME cli.compare_bad_input_keeps_html
+         COMMAND ${CMAKE_COMMAND} -DTC=$<TARGET_FILE:torchconform> -DFIX=${TC_FIX} -DOUT=${TC_TEST_OUT}
+                 -P ${PROJECT_SOURCE_DIR}/harness/tests/compare_keeps_output.cmake)
+set_tests_properties(cli.compare_bad_input_keeps_html PROPERTIES LABELS unit)
+tc_cli_test(compare_bad_threshold 2 "not a percentage" compare ${TC_FIX}/gbench_base.json
+            ${TC_FIX}/gbench_base.json --threshold lots)
+tc_cli_test(trend_step_regression 1 "BM_Sleep/iterations:20 .*regression.*trend gate: FAIL" trend
+            ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_slow.json
+            ${TC_FIX}/gbench_slow.json ${TC_FIX}/gbench_slow.json --html ${TC_TEST_OUT}/trend.html)
+tc_cli_test(trend_flat_passes 0 "trend gate: PASS" trend ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json
+            ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json)
+tc_cli_test(bench_merge_into_bad_report 2 "other_schema.json': report schema is 'torchconform.report/2'"
+            bench --json ${TC_FIX}/other_schema.json)
+tc_cli_test(bench_unknown_flag 2 "unrecognized command-line flag" bench --benchmark_bogus=1)
+tc_cli_test(bench_lists_train_step 0 "reference/train_step/device:cpu" bench --benchmark_list_tests)
+
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------
 add_test(NAME report.generate
          COMMAND torchconform run --device all --check reproducibility,eval_mode
@@ -61,6 +98,35 @@ set_tests_properties(report.matches_schema PROPERTIES LABELS unit FIXTURES_REQUI
 add_test(NAME report.html_from_json
          COMMAND torchconform report ${TC_TEST_OUT}/schema-run.json --html ${TC_TEST_OUT}/rerendered.html)
 set_tests_properties(report.html_from_json PROPERTIES LABELS unit FIXTURES_REQUIRED report_json)
+
+# The HTML report rendered by headless Chromium: its DOM holds every cell of the JSON; screenshot
+# at build/test-output/report-screenshot.png. Chromium missing fails (CI installs it).
+add_test(NAME report.html_in_chromium
+         COMMAND ${TC_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/check_html_dom.py ${TC_TEST_OUT}/bench-run.json
+                 ${TC_TEST_OUT}/bench-run.html ${TC_TEST_OUT}/report-screenshot.png --expect-benchmarks)
+set_tests_properties(report.html_in_chromium PROPERTIES LABELS unit FIXTURES_REQUIRED bench_json TIMEOUT 300)
+
+# `bench`: a short real run of the benchmarks merged into a run report, then checked against the
+# schema and rendered (label bench: it measures; unit: the plumbing is what is tested).
+add_test(NAME bench.merge_into_report
+         COMMAND ${CMAKE_COMMAND} -E env TORCHCONFORM_BENCH_SLOWDOWN_MS=
+                 $<TARGET_FILE:torchconform> bench --json ${TC_TEST_OUT}/bench-run.json
+                 --benchmark_min_time=0.05 --benchmark_repetitions=3)
+set_tests_properties(bench.merge_into_report PROPERTIES LABELS "bench;unit" FIXTURES_REQUIRED bench_base
+                     FIXTURES_SETUP bench_merged)
+add_test(NAME bench.run_for_merge
+         COMMAND torchconform run --device all --check reproducibility,resume_equality,eval_mode
+                 --recipe reference,no_seed,no_rng_state,no_eval --quick --json ${TC_TEST_OUT}/bench-run.json --html "")
+set_tests_properties(bench.run_for_merge PROPERTIES LABELS "bench;unit" FIXTURES_SETUP bench_base)
+add_test(NAME bench.report_matches_schema
+         COMMAND ${TC_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/validate_report.py
+                 ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.report-1.schema.json ${TC_TEST_OUT}/bench-run.json)
+set_tests_properties(bench.report_matches_schema PROPERTIES LABELS "bench;unit" FIXTURES_REQUIRED bench_merged
+                     PASS_REGULAR_EXPRESSION "valid \\([1-9][0-9]* cells\\)")
+add_test(NAME bench.render_html
+         COMMAND torchconform report ${TC_TEST_OUT}/bench-run.json --html ${TC_TEST_OUT}/bench-run.html)
+set_tests_properties(bench.render_html PROPERTIES LABELS "bench;unit" FIXTURES_REQUIRED bench_merged
+                     FIXTURES_SETUP bench_json)
 
 # --- the conformance matrix, one CTest test per cell, discovered from `torchconform list --json` --
 set(TC_BINARY $<TARGET_FILE:torchconform>)

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <ctime>
 #include <iostream>
 #include <sstream>
@@ -10,13 +11,20 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/atomic_file.h"
+#include "harness/bench.h"
+#include "harness/compare.h"
+#include "harness/compare_html.h"
+#include "harness/compare_text.h"
 #include "harness/console.h"
 #include "harness/devices.h"
 #include "harness/environment.h"
+#include "harness/gbench_json.h"
 #include "harness/html_writer.h"
 #include "harness/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
+#include "harness/trend.h"
+#include "harness/trend_html.h"
 #include "harness/version.h"
 
 namespace tc {
@@ -173,6 +181,177 @@ int cmd_report(const std::string& in, const std::string& html) {
   }
 }
 
+struct CompareArgs {
+  std::string base, next, html;
+  std::string threshold = "5%";
+  std::vector<std::string> metric_thresholds;
+};
+
+// Exit 0: nothing regressed; 1: a regression or a verdict that got worse; 2: bad input.
+int cmd_compare(const CompareArgs& a) {
+  CompareOptions options;
+  try {
+    options.set_threshold(parse_percent(a.threshold));
+    for (const std::string& m : a.metric_thresholds) {
+      auto [name, t] = parse_metric_threshold(m);
+      options.metric_threshold(name, t);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "torchconform: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  Comparison c;
+  try {
+    Report base = read_comparable_file(a.base);
+    Report next = read_comparable_file(a.next);
+    c = compare_reports(base, next, options, a.base, a.next);
+  } catch (const std::exception& e) {
+    std::cerr << "torchconform: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  std::cout << render_compare_text(c);
+  if (!a.html.empty()) {
+    try {
+      write_file_atomically(a.html, render_compare_html(c));
+      std::cerr << "torchconform: wrote " << a.html << '\n';
+    } catch (const std::exception& e) {
+      std::cerr << "torchconform: " << e.what() << '\n';
+      return kExitUsage;
+    }
+  }
+  return exit_code_for(c);
+}
+
+// `bench [--json PATH] [google-benchmark flags]`: parsed by hand so that every Google Benchmark
+// flag passes through untouched; Google Benchmark rejects the ones it does not know.
+int cmd_bench(int argc, char** argv) {
+  std::string json_path = "reports/latest-bench.json";
+  bool merge = false, has_repetitions = false;
+  std::vector<std::string> gargs{argv[0]};
+  for (int i = 2; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json" || a.rfind("--json=", 0) == 0) {
+      if (a == "--json" && i + 1 >= argc) {
+        std::cerr << "torchconform: --json needs a path\n";
+        return kExitUsage;
+      }
+      json_path = a == "--json" ? argv[++i] : a.substr(7);
+      merge = true;
+      continue;
+    }
+    if (a == "--help" || a == "-h") {
+      std::cout << "torchconform bench [--json PATH] [google-benchmark flags]\n"
+                   "  Runs the registered benchmarks through Google Benchmark (default "
+                   "--benchmark_repetitions=5) and writes\n  their per-repetition samples, median and cv "
+                   "into reports/latest-bench.json, or merges them into the\n  report --json PATH "
+                   "(replacing benchmarks of the same name and device).\n"
+                   "  Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N slows reference/train_step by N ms "
+                   "per step.\n\nGoogle Benchmark flags:\n";
+      gargs.push_back("--help");
+      continue;
+    }
+    if (a.rfind("--benchmark_repetitions", 0) == 0) has_repetitions = true;
+    gargs.push_back(a);
+  }
+  if (!has_repetitions) gargs.push_back("--benchmark_repetitions=5");
+  std::vector<char*> gargv;
+  for (std::string& s : gargs) gargv.push_back(s.data());
+  gargv.push_back(nullptr);
+  int gargc = static_cast<int>(gargs.size());
+  benchmark::Initialize(&gargc, gargv.data());
+  if (benchmark::ReportUnrecognizedArguments(gargc, gargv.data())) return kExitUsage;
+
+  Report report;
+  const bool existing = merge && std::filesystem::exists(json_path);
+  try {
+    if (existing) report = read_report_file(json_path);  // bad input fails before the long run
+  } catch (const std::exception& e) {
+    std::cerr << "torchconform: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  const std::string started = utc_now();
+  // Before the benchmarks run: they may change global flags (the reference recipe turns
+  // deterministic algorithms on), and a report records the machine as the run found it.
+  const json environment = existing ? json() : capture_environment();
+  bench::CollectingReporter reporter(std::make_unique<benchmark::ConsoleReporter>());
+  const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  if (ran == 0) {
+    std::cerr << "torchconform: no benchmark matched (see `torchconform bench --benchmark_list_tests`)\n";
+    return kExitUsage;
+  }
+  int errors = 0;
+  for (const auto& r : reporter.runs()) {
+    if (r.error_occurred) {
+      ++errors;
+      std::cerr << "torchconform: benchmark " << r.benchmark_name() << " failed: " << r.error_message << '\n';
+    }
+  }
+  const std::vector<BenchmarkRecord> records = bench::records_from_runs(reporter.runs());
+  if (records.empty()) {
+    if (errors > 0) return 1;
+    return 0;  // --benchmark_list_tests and the like: nothing ran, nothing to write
+  }
+  if (!existing) {
+    report.tool = tool_json();
+    json argv_json = json::array();
+    for (int i = 0; i < argc; ++i) argv_json.push_back(argv[i]);
+    report.run = {{"started_at", started}, {"ended_at", utc_now()}, {"argv", argv_json},
+                  {"seed", 0},             {"devices", json::array({"cpu"})}};
+    report.environment = environment;
+  }
+  bench::merge_benchmarks(report.benchmarks, records);
+  try {
+    write_file_atomically(json_path, report_to_json(report).dump(2) + "\n");
+    std::cerr << "torchconform: wrote " << records.size() << " benchmark record(s) to " << json_path << '\n';
+  } catch (const std::exception& e) {
+    std::cerr << "torchconform: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  return errors > 0 ? 1 : 0;
+}
+
+struct TrendArgs {
+  std::vector<std::string> files;
+  std::string html, threshold = "5%";
+  int window = 3;
+};
+
+// Exit 0: no persistent regression; 1: one; 2: bad input.
+int cmd_trend(const TrendArgs& a) {
+  TrendOptions o;
+  o.window = a.window;
+  std::vector<Report> runs;
+  std::vector<std::string> labels;
+  try {
+    o.threshold = parse_percent(a.threshold);
+    if (a.window < 1) throw std::invalid_argument("--window must be at least 1");
+    for (const std::string& f : a.files) {
+      runs.push_back(read_comparable_file(f));
+      const json& started = runs.back().run.is_object() && runs.back().run.contains("started_at")
+                                ? runs.back().run["started_at"] : json();
+      labels.push_back(started.is_string() && !started.get<std::string>().empty()
+                           ? started.get<std::string>() + " (" + std::filesystem::path(f).filename().string() + ")"
+                           : f);
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "torchconform: " << e.what() << '\n';
+    return kExitUsage;
+  }
+  Trend t = compute_trend(runs, labels, o);
+  std::cout << render_trend_text(t);
+  if (!a.html.empty()) {
+    try {
+      write_file_atomically(a.html, render_trend_html(t));
+      std::cerr << "torchconform: wrote " << a.html << '\n';
+    } catch (const std::exception& e) {
+      std::cerr << "torchconform: " << e.what() << '\n';
+      return kExitUsage;
+    }
+  }
+  return exit_code_for(t);
+}
+
 }  // namespace
 
 int cli_main(int argc, char** argv) {
@@ -182,6 +361,7 @@ int cli_main(int argc, char** argv) {
       "counts only when the reference passes and every variant it targets is caught.\n"
       "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage."};
   app.require_subcommand(1);
+  if (argc >= 2 && std::string(argv[1]) == "bench") return cmd_bench(argc, argv);
 
   bool list_json = false;
   auto* list = app.add_subcommand("list", "List checks, recipes (and which checks must catch each "
@@ -204,6 +384,33 @@ int cli_main(int argc, char** argv) {
   report->add_option("RUN.json", report_in, "A report written by `run`")->required();
   report->add_option("--html", report_html, "Output HTML path")->required();
 
+  app.add_subcommand("bench", "Run the benchmarks through Google Benchmark and fold them into a report "
+                              "(`bench --help`; flags pass to Google Benchmark)");
+
+  CompareArgs ca;
+  auto* compare = app.add_subcommand(
+      "compare",
+      "Compare two reports (torchconform JSON or Google Benchmark JSON) and gate: exit 0 nothing "
+      "regressed, 1 a benchmark regressed or a verdict got worse, 2 bad input");
+  compare->add_option("BASE.json", ca.base, "The baseline report")->required();
+  compare->add_option("NEW.json", ca.next, "The new report")->required();
+  compare->add_option("--html", ca.html, "Also write the comparison as HTML");
+  compare->add_option("--threshold", ca.threshold,
+                      "Smallest change of a median that counts as a regression (with p < 0.05)")
+      ->capture_default_str();
+  compare->add_option("--metric-threshold", ca.metric_thresholds,
+                      "NAME=PCT: another threshold for one benchmark (repeatable)");
+
+  TrendArgs ta;
+  auto* trend = app.add_subcommand(
+      "trend", "Each benchmark's median over runs (oldest first); flags a step change that persists "
+               "(the last --window medians all beyond --threshold of the earlier runs' median). Exit 1 on a "
+               "persistent regression");
+  trend->add_option("RUNS", ta.files, "Report JSON files, oldest first")->required();
+  trend->add_option("--html", ta.html, "Also write the trend as HTML");
+  trend->add_option("--threshold", ta.threshold, "Step size that counts")->capture_default_str();
+  trend->add_option("--window", ta.window, "How many latest runs must agree")->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -217,6 +424,8 @@ int cli_main(int argc, char** argv) {
   if (*list) return cmd_list(list_json);
   if (*run) return cmd_run(ra, argc, argv);
   if (*report) return cmd_report(report_in, report_html);
+  if (*compare) return cmd_compare(ca);
+  if (*trend) return cmd_trend(ta);
   return kExitUsage;
 }
 

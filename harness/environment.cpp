@@ -76,7 +76,9 @@ json env_vars() {
       "PYTORCH_CUDA_ALLOC_CONF", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_P2P_DISABLE",
       "NCCL_IB_DISABLE", "GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
       "TORCH_NCCL_BLOCKING_WAIT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-      "TORCHELASTIC_RUN_ID", "LD_LIBRARY_PATH"};
+      "TORCHELASTIC_RUN_ID", "LD_LIBRARY_PATH",
+      // torchconform bench: the test hook and the thread count (a slowed run shows in the diff)
+      "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS"};
   json out = json::object();
   for (const char* n : kNames) {
     const char* v = std::getenv(n);

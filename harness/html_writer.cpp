@@ -1,29 +1,98 @@
 #include "harness/html_writer.h"
 
+#include <algorithm>
+#include <cmath>
+#include <set>
 #include <sstream>
+
+#include "harness/html_parts.h"
 
 namespace tc {
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+using html::escape;
+using html::num;
+using nlohmann::json;
 
-std::string field(const nlohmann::json& j, const char* key) {
+std::string field(const json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || j[key].is_null()) return "n/a";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+const json& sub(const json& j, const char* key) {
+  static const json empty = json::object();
+  return j.is_object() && j.contains(key) && j[key].is_object() ? j[key] : empty;
+}
+
+std::vector<double> curve(const json& metrics, const char* key) {
+  std::vector<double> v;
+  if (!metrics.contains(key) || !metrics[key].is_array()) return v;
+  for (const json& x : metrics[key]) v.push_back(x.is_number() ? x.get<double>() : NAN);
+  return v;
+}
+
+// The loss curves a check compared, overlaid, first divergence marked; empty if none.
+std::string loss_chart(const Cell& c) {
+  static const std::pair<const char*, const char*> kPairs[] = {{"loss_curve_a", "loss_curve_b"},
+                                                               {"loss_curve_straight", "loss_curve_resumed"}};
+  for (const auto& [ka, kb] : kPairs) {
+    std::vector<double> a = curve(c.metrics, ka), b = curve(c.metrics, kb);
+    if (a.empty() && b.empty()) continue;
+    html::ChartOptions o;
+    o.title = c.check + " / " + c.recipe + " / " + c.device + ": loss per step";
+    o.y_label = "loss";
+    const json& fd = c.metrics.contains("first_divergence_step") ? c.metrics["first_divergence_step"] : json();
+    if (fd.is_number()) {
+      o.marker_x = fd.get<double>();
+      o.marker_label = "first divergence: step " + fd.dump();
+    }
+    std::string legend = "<div class=\"legend\"><span class=\"sw0\">&#9644; " + escape(ka) +
+                         "</span><span class=\"sw1\">&#9644; " + escape(kb) + "</span>" +
+                         (fd.is_number() ? "<span class=\"warn\">first divergence at step " + fd.dump() + "</span>"
+                                         : "<span class=\"muted\">curves identical</span>") +
+                         "</div>";
+    return "<div class=\"losses\">" + html::line_chart({{ka, a, "s0"}, {kb, b, "s1"}}, o) + legend + "</div>";
+  }
+  return "";
+}
+
+void environment_section(std::ostringstream& h, const json& env) {
+  const json& gpu = sub(env, "gpu");
+  const json& cpu = sub(env, "cpu");
+  std::string gpus;
+  if (gpu.contains("devices") && gpu["devices"].is_array()) {
+    for (const json& d : gpu["devices"]) gpus += (gpus.empty() ? "" : ", ") + field(d, "name");
+  }
+  std::string flags = "n/a";
+  if (cpu.contains("flags") && cpu["flags"].is_array()) flags = std::to_string(cpu["flags"].size()) + " flags";
+  const json& fl = sub(env, "flags");
+  std::string det;
+  for (auto it = fl.begin(); it != fl.end(); ++it) det += it.key() + "=" + it.value().dump() + " ";
+  const std::pair<std::string, std::string> rows[] = {
+      {"LibTorch", field(sub(env, "libtorch"), "version")},
+      {"CUDA runtime / driver", field(gpu, "cuda_runtime") + " / " + field(gpu, "cuda_driver")},
+      {"cuDNN / NCCL", field(gpu, "cudnn") + " / " + field(gpu, "nccl")},
+      {"GPUs", gpus.empty() ? "none" : gpus},
+      {"CPU", field(cpu, "model") + " (" + field(cpu, "logical_cores") + " logical cores, " + flags + ")"},
+      {"OS", field(sub(env, "os"), "name") + " " + field(sub(env, "os"), "kernel") + " " + field(sub(env, "os"), "arch")},
+      {"build", field(sub(env, "build"), "compiler") + ", " + field(sub(env, "build"), "build_type")},
+      {"flags", det.empty() ? "n/a" : det}};
+  h << "<h2>Environment</h2>\n<table id=\"environment-summary\"><tbody>\n";
+  for (const auto& [k, v] : rows) h << "<tr><th>" << escape(k) << "</th><td>" << escape(v) << "</td></tr>\n";
+  h << "</tbody></table>\n<details><summary>full environment (JSON)</summary><pre id=\"environment\">"
+    << escape(env.dump(2)) << "</pre></details>\n";
+}
+
+void cell_element(std::ostringstream& h, const Cell& c) {
+  const char* v = to_string(c.verdict);
+  h << "<td class=\"cell " << v << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\"" << escape(c.recipe)
+    << "\" data-device=\"" << escape(c.device) << "\" data-verdict=\"" << v << "\"><details><summary><span class=\"verdict\">"
+    << v << "</span> <span class=\"muted\">expected " << to_string(c.expected) << ", outcome " << to_string(c.outcome)
+    << "</span></summary>";
+  h << "<pre class=\"evidence\">" << escape(c.evidence) << "</pre>";
+  h << loss_chart(c);
+  h << "<details><summary>metrics</summary><pre>" << escape(c.metrics.dump(1)) << "</pre></details>";
+  h << "<div class=\"muted\">" << num(c.duration_s) << " s</div></details></td>";
 }
 
 }  // namespace
@@ -31,33 +100,85 @@ std::string field(const nlohmann::json& j, const char* key) {
 std::string render_html(const Report& r) {
   std::ostringstream h;
   Summary s = summarize(r.cells);
-  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-    << "<title>torchconform report</title><style>"
-    << "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}"
-    << "td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}"
-    << ".ok{background:#e6f4ea}.missed,.false_alarm,.error{background:#fce8e6}"
-    << ".skipped{background:#f1f3f4}pre{white-space:pre-wrap;margin:0;max-width:60em}"
-    << "</style></head><body>\n";
+  h << html::page_begin("torchconform report");
   h << "<h1>torchconform report</h1>\n<p>";
   h << "tool " << escape(field(r.tool, "version")) << " (commit " << escape(field(r.tool, "git_commit"))
-    << "), LibTorch " << escape(field(r.environment.value("libtorch", nlohmann::json::object()), "version"))
-    << ", started " << escape(field(r.run, "started_at")) << ", seed " << escape(field(r.run, "seed"))
-    << "</p>\n<p id=\"summary\">";
-  for (const auto& [verdict, count] : s.counts) h << escape(verdict) << ": " << count << " &nbsp; ";
-  h << "total: " << s.total << "</p>\n";
-  h << "<table id=\"cells\"><thead><tr><th>check</th><th>recipe</th><th>device</th><th>expected</th>"
-    << "<th>outcome</th><th>verdict</th><th>duration (s)</th><th>evidence</th></tr></thead><tbody>\n";
-  for (const Cell& c : r.cells) {
-    const char* v = to_string(c.verdict);
-    h << "<tr class=\"cell " << v << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\""
-      << escape(c.recipe) << "\" data-device=\"" << escape(c.device) << "\"><td>" << escape(c.check)
-      << "</td><td>" << escape(c.recipe) << "</td><td>" << escape(c.device) << "</td><td>"
-      << to_string(c.expected) << "</td><td>" << to_string(c.outcome) << "</td><td>" << v
-      << "</td><td>" << c.duration_s << "</td><td><details><summary>evidence</summary><pre>"
-      << escape(c.evidence) << "</pre></details></td></tr>\n";
+    << "), LibTorch " << escape(field(sub(r.environment, "libtorch"), "version")) << ", started "
+    << escape(field(r.run, "started_at")) << ", seed " << escape(field(r.run, "seed")) << "</p>\n<p id=\"summary\">";
+  for (const auto& [verdict, count] : s.counts) {
+    h << "<span class=\"" << escape(verdict) << "\">" << escape(verdict) << ": " << count << "</span> &nbsp; ";
   }
-  h << "</tbody></table>\n<h2>Environment</h2>\n<pre id=\"environment\">"
-    << escape(r.environment.dump(2)) << "</pre>\n</body></html>\n";
+  h << "total: " << s.total << "</p>\n";
+  environment_section(h, r.environment);
+
+  // The matrix, one table per device: recipes (rows) x checks (columns), in report order.
+  std::vector<std::string> devices, checks, recipes;
+  auto add = [](std::vector<std::string>& v, const std::string& x) {
+    if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+  };
+  for (const Cell& c : r.cells) add(devices, c.device), add(checks, c.check), add(recipes, c.recipe);
+  h << "<h2>Matrix</h2>\n<p class=\"muted\">Click a verdict for its evidence, metrics and loss curves.</p>\n";
+  if (r.cells.empty()) h << "<p>No cells in this report.</p>\n";
+  for (const std::string& d : devices) {
+    h << "<h3>device " << escape(d) << "</h3>\n<table class=\"matrix\" data-device=\"" << escape(d)
+      << "\"><thead><tr><th>recipe \\ check</th>";
+    for (const std::string& k : checks) h << "<th>" << escape(k) << "</th>";
+    h << "</tr></thead><tbody>\n";
+    for (const std::string& rc : recipes) {
+      bool any = false;
+      for (const Cell& c : r.cells) any = any || (c.device == d && c.recipe == rc);
+      if (!any) continue;
+      h << "<tr><th>" << escape(rc) << "</th>";
+      for (const std::string& k : checks) {
+        auto it = std::find_if(r.cells.begin(), r.cells.end(), [&](const Cell& c) {
+          return c.device == d && c.recipe == rc && c.check == k;
+        });
+        if (it == r.cells.end()) h << "<td class=\"muted\">&ndash;</td>";
+        else cell_element(h, *it);
+      }
+      h << "</tr>\n";
+    }
+    h << "</tbody></table>\n";
+  }
+
+  // Every compared pair of loss curves at a glance (the same charts are in each cell's details).
+  h << "<h2>Loss curves compared</h2>\n<div class=\"curves\" style=\"display:flex;flex-wrap:wrap\">\n";
+  int charts = 0;
+  for (const Cell& c : r.cells) {
+    std::string chart = loss_chart(c);
+    if (!chart.empty()) h << chart << '\n', ++charts;
+  }
+  h << "</div>\n";
+  if (charts == 0) h << "<p>none in this report</p>\n";
+
+  h << "<h2>Skipped</h2>\n";
+  int skipped = 0;
+  for (const Cell& c : r.cells) {
+    if (c.verdict != Verdict::kSkipped) continue;
+    if (skipped++ == 0) h << "<ul id=\"skipped\">\n";
+    h << "<li>" << escape(c.check) << " / " << escape(c.recipe) << " / " << escape(c.device) << ": "
+      << escape(c.evidence) << "</li>\n";
+  }
+  h << (skipped ? "</ul>\n" : "<p>none</p>\n");
+
+  h << "<h2>Benchmarks</h2>\n";
+  if (r.benchmarks.empty()) {
+    h << "<p>none in this report (<code>torchconform bench</code> adds them)</p>\n";
+  } else {
+    h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>median</th><th>cv</th>"
+         "<th>n</th><th>min</th><th>max</th><th>samples (bar = median)</th></tr></thead><tbody>\n";
+    for (const BenchmarkRecord& b : r.benchmarks) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (double v : b.samples) lo = std::min(lo, v), hi = std::max(hi, v);
+      h << "<tr class=\"bench\" data-name=\"" << escape(b.name) << "\" data-device=\"" << escape(b.device)
+        << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>" << escape(b.unit)
+        << "</td><td>" << num(b.median) << "</td><td>" << num(b.cv * 100) << "%</td><td>" << b.samples.size()
+        << "</td><td>" << (b.samples.empty() ? "-" : num(lo)) << "</td><td>" << (b.samples.empty() ? "-" : num(hi))
+        << "</td><td>" << html::strip_plot(b.samples, lo, hi) << "</td></tr>\n";
+    }
+    h << "</tbody></table>\n";
+  }
+  h << html::page_end();
   return h.str();
 }
 

@@ -1,0 +1,90 @@
+#include "harness/bench.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "harness/statistics.h"
+
+namespace tc::bench {
+namespace {
+
+// Google Benchmark function name -> (name, device), filled by add() during static registration.
+std::map<std::string, std::pair<std::string, std::string>>& registered() {
+  static std::map<std::string, std::pair<std::string, std::string>> m;
+  return m;
+}
+
+}  // namespace
+
+std::string gbench_name(const std::string& name, const std::string& device) {
+  return name + "/device:" + device;
+}
+
+benchmark::internal::Benchmark* add(const std::string& name, const std::string& device,
+                                    std::function<void(benchmark::State&)> fn) {
+  const std::string gname = gbench_name(name, device);
+  if (!registered().emplace(gname, std::make_pair(name, device)).second) {
+    throw std::logic_error("benchmark '" + name + "' on '" + device + "' is registered twice");
+  }
+  return benchmark::RegisterBenchmark(gname.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); });
+}
+
+std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+  std::vector<BenchmarkRecord> out;
+  std::map<std::string, size_t> index;
+  for (const auto& run : runs) {
+    if (run.run_type != benchmark::BenchmarkReporter::Run::RT_Iteration || run.error_occurred) continue;
+    const std::string key = run.run_name.str();
+    auto it = index.find(key);
+    if (it == index.end()) {
+      BenchmarkRecord r;
+      auto reg = registered().find(run.run_name.function_name);
+      if (reg != registered().end() && key == run.run_name.function_name) {
+        r.name = reg->second.first;
+        r.device = reg->second.second;
+      } else {
+        r.name = key;
+        r.device = "cpu";
+      }
+      r.unit = benchmark::GetTimeUnitString(run.time_unit);
+      it = index.emplace(key, out.size()).first;
+      out.push_back(std::move(r));
+    }
+    out[it->second].samples.push_back(run.GetAdjustedRealTime());
+  }
+  for (BenchmarkRecord& r : out) {
+    r.median = stats::median(r.samples);
+    r.cv = stats::coefficient_of_variation(r.samples);
+  }
+  return out;
+}
+
+CollectingReporter::CollectingReporter(std::unique_ptr<benchmark::BenchmarkReporter> display)
+    : display_(std::move(display)) {}
+
+bool CollectingReporter::ReportContext(const Context& context) {
+  display_->SetOutputStream(&GetOutputStream());
+  display_->SetErrorStream(&GetErrorStream());
+  return display_->ReportContext(context);
+}
+
+void CollectingReporter::ReportRuns(const std::vector<Run>& runs) {
+  display_->ReportRuns(runs);
+  runs_.insert(runs_.end(), runs.begin(), runs.end());
+}
+
+void CollectingReporter::Finalize() { display_->Finalize(); }
+
+void merge_benchmarks(std::vector<BenchmarkRecord>& into, const std::vector<BenchmarkRecord>& from) {
+  for (const BenchmarkRecord& b : from) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const BenchmarkRecord& x) {
+      return x.name == b.name && x.device == b.device;
+    });
+    if (it != into.end()) *it = b;
+    else into.push_back(b);
+  }
+}
+
+}  // namespace tc::bench

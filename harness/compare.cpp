@@ -1,0 +1,265 @@
+#include "harness/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <tuple>
+
+namespace tc {
+
+using nlohmann::json;
+
+double parse_percent(const std::string& text) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  size_t used = 0;
+  double v = 0.0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (t.empty() || used != t.size() || !std::isfinite(v) || v < 0) {
+    throw std::invalid_argument("'" + text + "' is not a percentage (write e.g. 5%)");
+  }
+  return v / 100.0;
+}
+
+std::pair<std::string, double> parse_metric_threshold(const std::string& text) {
+  const size_t eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw std::invalid_argument("'" + text + "' is not NAME=PCT (write e.g. train_step=10%)");
+  }
+  return {text.substr(0, eq), parse_percent(text.substr(eq + 1))};
+}
+
+Direction direction_for_unit(const std::string& unit) {
+  const bool per_second = unit.size() >= 2 && unit.compare(unit.size() - 2, 2, "/s") == 0;
+  return per_second ? Direction::kHigherIsBetter : Direction::kLowerIsBetter;
+}
+
+const char* to_string(BenchStatus s) {
+  switch (s) {
+    case BenchStatus::kRegression: return "regression";
+    case BenchStatus::kImprovement: return "improvement";
+    case BenchStatus::kUnchanged: return "unchanged";
+    case BenchStatus::kUntested: return "untested";
+    case BenchStatus::kAdded: return "added";
+    case BenchStatus::kRemoved: return "removed";
+    case BenchStatus::kUnitChanged: return "unit_changed";
+  }
+  return "?";
+}
+
+int Comparison::regressions() const {
+  return static_cast<int>(std::count_if(benchmarks.begin(), benchmarks.end(), [](const BenchChange& b) {
+    return b.status == BenchStatus::kRegression;
+  }));
+}
+
+int Comparison::worse_cells() const {
+  return static_cast<int>(
+      std::count_if(cells.begin(), cells.end(), [](const CellChange& c) { return c.worse; }));
+}
+
+// --- environment ------------------------------------------------------------------------------
+
+namespace {
+
+std::string render_scalar(const json& j) {
+  if (j.is_null()) return "n/a";
+  if (j.is_string()) return j.get<std::string>();
+  return j.dump();
+}
+
+bool all_strings(const json& a) {
+  return a.is_array() && std::all_of(a.begin(), a.end(), [](const json& e) { return e.is_string(); });
+}
+
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    }
+  } else if (j.is_array() && !all_strings(j)) {
+    for (size_t i = 0; i < j.size(); ++i) flatten(j[i], prefix + "[" + std::to_string(i) + "]", out);
+    if (j.empty()) out[prefix] = j;
+  } else {
+    out[prefix] = j;
+  }
+}
+
+// Lists of strings (CPU flags, argv) are compared as sets: "+added -removed".
+std::string set_diff(const json& base, const json& next) {
+  std::set<std::string> a, b;
+  if (all_strings(base)) for (const json& e : base) a.insert(e.get<std::string>());
+  if (all_strings(next)) for (const json& e : next) b.insert(e.get<std::string>());
+  std::ostringstream s;
+  for (const auto& x : b) if (!a.count(x)) s << (s.tellp() ? " " : "") << '+' << x;
+  for (const auto& x : a) if (!b.count(x)) s << (s.tellp() ? " " : "") << '-' << x;
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<EnvChange> diff_environment(const json& base, const json& next) {
+  std::map<std::string, json> a, b;
+  flatten(base, "", a);
+  flatten(next, "", b);
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  std::vector<EnvChange> out;
+  for (const std::string& k : keys) {
+    const json va = a.count(k) ? a[k] : json(nullptr);
+    const json vb = b.count(k) ? b[k] : json(nullptr);
+    if (va == vb) continue;
+    if (all_strings(va) && all_strings(vb)) {
+      std::string d = set_diff(va, vb);
+      if (d.empty()) continue;  // same set, another order
+      out.push_back({k, std::to_string(va.size()) + " entries", std::to_string(vb.size()) + " entries: " + d});
+    } else {
+      out.push_back({k, all_strings(va) ? va.dump() : render_scalar(va),
+                     all_strings(vb) ? vb.dump() : render_scalar(vb)});
+    }
+  }
+  return out;
+}
+
+// --- cells --------------------------------------------------------------------------------------
+
+namespace {
+bool bad(Verdict v) { return v == Verdict::kMissed || v == Verdict::kFalseAlarm || v == Verdict::kError; }
+using CellKey = std::tuple<std::string, std::string, std::string>;
+}  // namespace
+
+std::vector<CellChange> diff_cells(const std::vector<Cell>& base, const std::vector<Cell>& next,
+                                   int* compared) {
+  std::map<CellKey, Verdict> a;
+  for (const Cell& c : base) a[{c.check, c.recipe, c.device}] = c.verdict;
+  std::set<CellKey> seen;
+  std::vector<CellChange> out;
+  int n = 0;
+  for (const Cell& c : next) {
+    CellKey k{c.check, c.recipe, c.device};
+    seen.insert(k);
+    auto it = a.find(k);
+    if (it == a.end()) {
+      out.push_back({c.check, c.recipe, c.device, std::nullopt, c.verdict, bad(c.verdict)});
+      continue;
+    }
+    ++n;
+    if (it->second == c.verdict) continue;
+    out.push_back({c.check, c.recipe, c.device, it->second, c.verdict, !bad(it->second) && bad(c.verdict)});
+  }
+  for (const Cell& c : base) {
+    if (!seen.count({c.check, c.recipe, c.device})) {
+      out.push_back({c.check, c.recipe, c.device, c.verdict, std::nullopt, false});
+    }
+  }
+  if (compared) *compared = n;
+  return out;
+}
+
+// --- benchmarks ----------------------------------------------------------------------------------
+
+BenchChange compare_benchmark(const BenchmarkRecord& base, const BenchmarkRecord& next,
+                              const CompareOptions& o) {
+  BenchChange b;
+  b.name = next.name;
+  b.device = next.device;
+  b.unit = next.unit;
+  b.base_samples = base.samples;
+  b.next_samples = next.samples;
+  b.base_median = base.samples.empty() ? base.median : stats::median(base.samples);
+  b.next_median = next.samples.empty() ? next.median : stats::median(next.samples);
+  b.direction = direction_for_unit(next.unit);
+  auto th = o.metric_thresholds.find(next.name);
+  b.threshold = th != o.metric_thresholds.end() ? th->second : o.threshold;
+  if (base.unit != next.unit) {
+    b.status = BenchStatus::kUnitChanged;
+    b.warnings.push_back("unit changed from '" + base.unit + "' to '" + next.unit + "': not compared");
+    return b;
+  }
+  b.change = b.base_median != 0.0 ? (b.next_median - b.base_median) / b.base_median : 0.0;
+  const size_t n1 = base.samples.size(), n2 = next.samples.size();
+  const size_t few = static_cast<size_t>(o.warn_below_samples);
+  if (n1 < few || n2 < few) {
+    std::ostringstream w;
+    w << "few samples (" << n1 << " vs " << n2 << "; fewer than " << o.warn_below_samples
+      << " per side gives the test little power)";
+    b.warnings.push_back(w.str());
+  }
+  if (n1 < 2 || n2 < 2) {
+    b.status = BenchStatus::kUntested;
+    b.warnings.push_back("no significance test: a side has fewer than 2 samples");
+    return b;
+  }
+  b.test = stats::mann_whitney_u(base.samples, next.samples);
+  const double floor_p = stats::smallest_exact_p(static_cast<int>(n1), static_cast<int>(n2));
+  if (b.test->method == stats::MwuMethod::kExact && floor_p >= o.alpha) {
+    std::ostringstream w;
+    w << "with " << n1 << " vs " << n2 << " samples the smallest possible p is " << floor_p
+      << ": no change can be significant at alpha " << o.alpha;
+    b.warnings.push_back(w.str());
+  }
+  b.significant = b.test->p < o.alpha;
+  const double worse = b.direction == Direction::kLowerIsBetter ? b.change : -b.change;
+  if (b.significant && worse > b.threshold) {
+    b.status = BenchStatus::kRegression;
+  } else if (b.significant && -worse > b.threshold) {
+    b.status = BenchStatus::kImprovement;
+  } else {
+    b.status = BenchStatus::kUnchanged;
+  }
+  return b;
+}
+
+Comparison compare_reports(const Report& base, const Report& next, const CompareOptions& o,
+                           std::string base_label, std::string next_label) {
+  Comparison c;
+  c.options = o;
+  c.base_label = std::move(base_label);
+  c.next_label = std::move(next_label);
+  c.environment = diff_environment(base.environment, next.environment);
+  c.cells = diff_cells(base.cells, next.cells, &c.cells_compared);
+  std::map<std::pair<std::string, std::string>, const BenchmarkRecord*> a;
+  for (const BenchmarkRecord& b : base.benchmarks) a[{b.name, b.device}] = &b;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const BenchmarkRecord& b : next.benchmarks) {
+    seen.insert({b.name, b.device});
+    auto it = a.find({b.name, b.device});
+    if (it == a.end()) {
+      BenchChange ch;
+      ch.name = b.name;
+      ch.device = b.device;
+      ch.unit = b.unit;
+      ch.next_samples = b.samples;
+      ch.next_median = b.median;
+      ch.direction = direction_for_unit(b.unit);
+      ch.status = BenchStatus::kAdded;
+      c.benchmarks.push_back(std::move(ch));
+    } else {
+      c.benchmarks.push_back(compare_benchmark(*it->second, b, o));
+    }
+  }
+  for (const BenchmarkRecord& b : base.benchmarks) {
+    if (seen.count({b.name, b.device})) continue;
+    BenchChange ch;
+    ch.name = b.name;
+    ch.device = b.device;
+    ch.unit = b.unit;
+    ch.base_samples = b.samples;
+    ch.base_median = b.median;
+    ch.direction = direction_for_unit(b.unit);
+    ch.status = BenchStatus::kRemoved;
+    c.benchmarks.push_back(std::move(ch));
+  }
+  return c;
+}
+
+int exit_code_for(const Comparison& c) { return c.regressions() > 0 || c.worse_cells() > 0 ? 1 : 0; }
+
+}  // namespace tc

@@ -1,0 +1,97 @@
+#include "harness/gbench_json.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
+#include "harness/report_json.h"
+#include "harness/statistics.h"
+
+namespace tc {
+
+using nlohmann::json;
+
+bool looks_like_google_benchmark(const json& j) {
+  return j.is_object() && !j.contains("schema") && j.contains("context") && j["context"].is_object() &&
+         j.contains("benchmarks") && j["benchmarks"].is_array();
+}
+
+Report report_from_google_benchmark(const json& j) {
+  if (!looks_like_google_benchmark(j)) {
+    throw ReportFormatError("not Google Benchmark JSON: no \"context\" object and \"benchmarks\" array");
+  }
+  Report r;
+  const json& ctx = j["context"];
+  r.tool = {{"name", "google-benchmark"}, {"version", ctx.value("library_version", "")}, {"git_commit", nullptr}};
+  r.run = {{"started_at", ctx.value("date", "")}, {"argv", json::array({ctx.value("executable", "")})}};
+  json env = ctx;
+  env.erase("date");
+  env.erase("load_avg");
+  r.environment = {{"google_benchmark", env},
+                   {"cpu", {{"logical_cores", ctx.value("num_cpus", 0)}, {"mhz", ctx.value("mhz_per_cpu", 0)}}},
+                   {"os", {{"hostname", ctx.value("host_name", "")}}}};
+  struct Acc {
+    std::string unit;
+    std::vector<double> samples;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Acc> acc;
+  auto push = [&](const std::string& name, const std::string& unit, double v) {
+    auto [it, fresh] = acc.try_emplace(name);
+    if (fresh) {
+      order.push_back(name);
+      it->second.unit = unit;
+    } else if (it->second.unit != unit) {
+      throw ReportFormatError("benchmark '" + name + "' changes unit from '" + it->second.unit + "' to '" + unit + "'");
+    }
+    it->second.samples.push_back(v);
+  };
+  try {
+    for (const json& b : j["benchmarks"]) {
+      if (b.value("run_type", "iteration") != "iteration") continue;
+      if (b.value("error_occurred", false)) continue;
+      const std::string name = b.contains("run_name") ? b.at("run_name").get<std::string>()
+                                                      : b.at("name").get<std::string>();
+      push(name, b.value("time_unit", "ns"), b.at("real_time").get<double>());
+      if (b.contains("items_per_second")) {
+        push(name + "/items_per_second", "items/s", b["items_per_second"].get<double>());
+      }
+      if (b.contains("bytes_per_second")) {
+        push(name + "/bytes_per_second", "B/s", b["bytes_per_second"].get<double>());
+      }
+    }
+  } catch (const json::exception& e) {
+    throw ReportFormatError(std::string("malformed Google Benchmark entry: ") + e.what());
+  }
+  if (order.empty()) {
+    throw ReportFormatError(
+        "Google Benchmark JSON without per-repetition (run_type \"iteration\") entries; run it with "
+        "--benchmark_repetitions=N and without --benchmark_report_aggregates_only");
+  }
+  for (const std::string& name : order) {
+    const Acc& a = acc[name];
+    r.benchmarks.push_back({name, "cpu", a.unit, a.samples, stats::median(a.samples),
+                            stats::coefficient_of_variation(a.samples)});
+  }
+  return r;
+}
+
+Report read_comparable_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ReportFormatError("cannot read report '" + path + "': " + std::strerror(errno));
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
+  }
+  try {
+    if (looks_like_google_benchmark(j)) return report_from_google_benchmark(j);
+    return report_from_json(j);
+  } catch (const ReportFormatError& e) {
+    throw ReportFormatError("report '" + path + "': " + e.what());
+  }
+}
+
+}  // namespace tc

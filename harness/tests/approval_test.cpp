@@ -1,0 +1,145 @@
+// Approval tests of the reporters: fixed records rendered and diffed against the files checked in
+// under harness/tests/approved/. The records carry no volatile field (dates, hosts and paths are
+// fixed strings), so any difference is a change of the output format.
+//
+// On a mismatch the test writes <build>/test-output/approved/<name> (the received output) and
+// names a diff command. To approve a deliberate change, re-run with TC_APPROVE=1, which writes
+// the received output over the approved file, then review and commit it:
+//     TC_APPROVE=1 ctest --test-dir build -R Approval
+//     git diff harness/tests/approved/
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "harness/compare.h"
+#include "harness/compare_html.h"
+#include "harness/compare_text.h"
+#include "harness/html_writer.h"
+#include "harness/report_json.h"
+#include "harness/trend.h"
+#include "harness/trend_html.h"
+
+namespace tc {
+namespace {
+
+namespace fs = std::filesystem;
+
+void expect_approved(const std::string& name, const std::string& received) {
+  const fs::path approved = fs::path(TC_SOURCE_DIR) / "harness/tests/approved" / name;
+  const char* approve = std::getenv("TC_APPROVE");
+  if (approve && std::string(approve) == "1") {
+    std::ofstream(approved, std::ios::binary) << received;
+    std::printf("approved %s\n", approved.c_str());
+    return;
+  }
+  std::ifstream in(approved, std::ios::binary);
+  ASSERT_TRUE(in.good()) << approved << " is missing; create it with TC_APPROVE=1";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string expected = ss.str();
+  if (expected == received) return;
+  const fs::path out = fs::path(TC_BINARY_DIR) / "test-output/approved" / name;
+  fs::create_directories(out.parent_path());
+  std::ofstream(out, std::ios::binary) << received;
+  std::istringstream a(expected), b(received);
+  std::string la, lb;
+  int line = 1;
+  while (std::getline(a, la) && std::getline(b, lb) && la == lb) ++line;
+  ADD_FAILURE() << name << " differs from the approved output at line " << line << ":\n  approved: " << la
+                << "\n  received: " << lb << "\n  diff -u " << approved << ' ' << out
+                << "\n  to approve a deliberate change: TC_APPROVE=1 ctest -R Approval";
+}
+
+Cell make_cell(const std::string& check, const std::string& recipe, const std::string& device, Expected e,
+               Outcome o, Verdict v, const std::string& evidence, nlohmann::json metrics) {
+  Cell c;
+  c.check = check;
+  c.recipe = recipe;
+  c.device = device;
+  c.expected = e;
+  c.outcome = o;
+  c.verdict = v;
+  c.evidence = evidence;
+  c.metrics = std::move(metrics);
+  c.duration_s = 0.5;
+  return c;
+}
+
+BenchmarkRecord rec(const std::string& name, const std::string& unit, std::vector<double> s) {
+  return {name, "cpu", unit, s, stats::median(s), stats::coefficient_of_variation(s)};
+}
+
+Report fixed_report() {
+  Report r;
+  r.tool = {{"name", "torchconform"}, {"version", "0.1.0"}, {"git_commit", "0123456789abcdef"}};
+  r.run = {{"started_at", "2026-01-01T00:00:00Z"}, {"ended_at", "2026-01-01T00:01:00Z"},
+           {"argv", {"torchconform", "run"}}, {"seed", 1234}, {"quick", false}, {"devices", {"cpu", "cuda"}}};
+  r.environment = {{"libtorch", {{"version", "2.15.0"}}},
+                   {"gpu", {{"cuda_compiled", true}, {"cuda_available", false}, {"cuda_runtime", "13.2"},
+                            {"cuda_driver", nullptr}, {"cudnn", "91900"}, {"nccl", "2.28.9"},
+                            {"devices", nlohmann::json::array()}}},
+                   {"cpu", {{"model", "Example CPU @ 2.0GHz"}, {"logical_cores", 2}, {"flags", {"avx2", "fma"}}}},
+                   {"os", {{"name", "Debian GNU/Linux 12"}, {"kernel", "6.1"}, {"arch", "x86_64"}, {"hostname", "host"}}},
+                   {"build", {{"compiler", "gcc 12"}, {"build_type", "Release"}}},
+                   {"flags", {{"deterministic_algorithms", true}, {"cudnn_deterministic", true},
+                              {"cudnn_benchmark", false}, {"allow_tf32_cublas", false}, {"allow_tf32_cudnn", true}}},
+                   {"env_vars", {{"OMP_NUM_THREADS", nullptr}}}};
+  r.cells.push_back(make_cell("reproducibility", "reference", "cpu", Expected::kPass, Outcome::kPass, Verdict::kOk,
+                              "loss curves, parameters and eval metrics bitwise equal",
+                              {{"loss_curve_a", {2.30, 2.10, 1.90, 1.70}}, {"loss_curve_b", {2.30, 2.10, 1.90, 1.70}},
+                               {"first_divergence_step", nullptr}}));
+  r.cells.push_back(make_cell("reproducibility", "no_seed", "cpu", Expected::kFail, Outcome::kFail, Verdict::kOk,
+                              "loss curves diverge at step 0 <b>&</b>",
+                              {{"loss_curve_a", {2.30, 2.10, 1.90, 1.70}}, {"loss_curve_b", {2.35, 2.05, 1.95, 1.60}},
+                               {"first_divergence_step", 0}}));
+  r.cells.push_back(make_cell("resume_equality", "no_rng_state", "cpu", Expected::kFail, Outcome::kPass,
+                              Verdict::kMissed, "resumed run matched the straight run",
+                              {{"loss_curve_straight", {1.0, 0.9, 0.8}}, {"loss_curve_resumed", {1.0, 0.9, 0.85}},
+                               {"first_divergence_step", 2}, {"resume_at", 1}}));
+  r.cells.push_back(make_cell("reproducibility", "reference", "cuda", Expected::kPass, Outcome::kNone,
+                              Verdict::kSkipped, "no CUDA device", nlohmann::json::object()));
+  r.benchmarks.push_back(rec("reference/train_step", "ms", {12.0, 12.5, 11.8, 12.2, 12.1}));
+  r.benchmarks.push_back(rec("loader/throughput", "samples/s", {900, 950, 925, 940, 910}));
+  return r;
+}
+
+Report slower_report() {
+  Report r = fixed_report();
+  r.environment["gpu"]["cuda_driver"] = "580.1";
+  r.environment["cpu"]["flags"] = {"avx2", "fma", "avx512f"};
+  r.cells[0].verdict = Verdict::kFalseAlarm;
+  r.cells[0].outcome = Outcome::kFail;
+  r.cells[2].verdict = Verdict::kOk;
+  r.benchmarks[0] = rec("reference/train_step", "ms", {17.0, 17.5, 16.8, 17.2, 17.1});
+  r.benchmarks[1] = rec("loader/throughput", "samples/s", {930, 960, 940, 955, 925});
+  r.benchmarks.push_back(rec("new/bench", "ns", {5}));
+  return r;
+}
+
+TEST(Approval, ReportJson) { expect_approved("report.approved.json", report_to_json(fixed_report()).dump(2) + "\n"); }
+
+TEST(Approval, ReportHtml) { expect_approved("report.approved.html", render_html(fixed_report())); }
+
+TEST(Approval, CompareText) {
+  Comparison c = compare_reports(fixed_report(), slower_report(), CompareOptions{}, "base.json", "new.json");
+  expect_approved("compare.approved.txt", render_compare_text(c));
+}
+
+TEST(Approval, CompareHtml) {
+  Comparison c = compare_reports(fixed_report(), slower_report(), CompareOptions{}, "base.json", "new.json");
+  expect_approved("compare.approved.html", render_compare_html(c));
+}
+
+TEST(Approval, TrendTextAndHtml) {
+  std::vector<Report> runs(3, fixed_report());
+  for (int i = 0; i < 3; ++i) runs.push_back(slower_report());
+  Trend t = compute_trend(runs, {"r1", "r2", "r3", "r4", "r5", "r6"}, TrendOptions{});
+  expect_approved("trend.approved.txt", render_trend_text(t));
+  expect_approved("trend.approved.html", render_trend_html(t));
+}
+
+}  // namespace
+}  // namespace tc

@@ -1,0 +1,56 @@
+#include <gtest/gtest.h>
+
+#include "harness/bench.h"
+
+namespace tc::bench {
+namespace {
+
+using GRun = benchmark::BenchmarkReporter::Run;
+
+GRun make_run(const std::string& function_name, GRun::RunType type, double real_ms, bool error = false) {
+  GRun r;
+  r.run_name.function_name = function_name;
+  r.run_type = type;
+  r.time_unit = benchmark::kMillisecond;
+  r.iterations = 10;
+  r.real_accumulated_time = real_ms * 10 / 1e3;  // seconds over all iterations
+  r.error_occurred = error;
+  return r;
+}
+
+TEST(Bench, RecordsHoldOneSamplePerRepetitionWithTheRegisteredNameAndDevice) {
+  add("unit/test_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  const std::string g = gbench_name("unit/test_bench", "cpu");
+  std::vector<GRun> runs{make_run(g, GRun::RT_Iteration, 2.0), make_run(g, GRun::RT_Iteration, 4.0),
+                        make_run(g, GRun::RT_Iteration, 3.0), make_run(g, GRun::RT_Aggregate, 3.0),
+                        make_run("BM_Other", GRun::RT_Iteration, 1.0),
+                        make_run("BM_Other", GRun::RT_Iteration, 9.0, /*error=*/true)};
+  std::vector<BenchmarkRecord> recs = records_from_runs(runs);
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].name, "unit/test_bench");
+  EXPECT_EQ(recs[0].device, "cpu");
+  EXPECT_EQ(recs[0].unit, "ms");
+  ASSERT_EQ(recs[0].samples.size(), 3u);  // the aggregate is left out
+  EXPECT_NEAR(recs[0].samples[1], 4.0, 1e-9);
+  EXPECT_NEAR(recs[0].median, 3.0, 1e-9);
+  EXPECT_NEAR(recs[0].cv, 1.0 / 3.0, 1e-9);
+  EXPECT_EQ(recs[1].name, "BM_Other");  // registered without tc::bench::add
+  EXPECT_EQ(recs[1].samples.size(), 1u);  // the failed repetition is left out
+}
+
+TEST(Bench, DuplicateRegistrationIsRefused) {
+  add("unit/dup", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  EXPECT_THROW(add("unit/dup", "cpu", [](benchmark::State&) {}), std::logic_error);
+}
+
+TEST(Bench, MergeReplacesSameNameAndDeviceAndAppendsOthers) {
+  std::vector<BenchmarkRecord> into{{"a", "cpu", "ms", {1}, 1, 0}, {"a", "cuda", "ms", {2}, 2, 0}};
+  merge_benchmarks(into, {{"a", "cpu", "ms", {5, 6}, 5.5, 0.1}, {"b", "cpu", "ms", {7}, 7, 0}});
+  ASSERT_EQ(into.size(), 3u);
+  EXPECT_EQ(into[0].samples.size(), 2u);
+  EXPECT_EQ(into[1].device, "cuda");
+  EXPECT_EQ(into[2].name, "b");
+}
+
+}  // namespace
+}  // namespace tc::bench

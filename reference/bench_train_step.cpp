@@ -1,0 +1,51 @@
+// Benchmark: one training step of the reference recipe on CPU (forward, backward, clip, SGD
+// step, scheduler step, next batch from the loader), timed by Google Benchmark.
+//
+// Runs single-threaded (at::set_num_threads(1), restored after): on a shared machine a busy core
+// makes LibTorch's multi-threaded kernels wait on each other and the step time jumps by 100x
+// (seen here: 2 ms -> 200 ms while a compiler ran); one thread keeps the figure comparable
+// between runs. TORCHCONFORM_BENCH_THREADS=N measures with N threads instead.
+//
+// Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N sleeps N ms inside the timed region of every step.
+// It exists only to demonstrate and test the regression gate (`bench` twice, once slowed, then
+// `compare`); never set it in a real measurement.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+
+#include "harness/bench.h"
+#include "reference/reference_run.h"
+
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::max(0, std::atoi(v)) : fallback;
+}
+
+int slowdown_ms() { return env_int("TORCHCONFORM_BENCH_SLOWDOWN_MS", 0); }
+
+void train_step_cpu(benchmark::State& state) {
+  const int threads_before = at::get_num_threads();
+  at::set_num_threads(std::max(1, env_int("TORCHCONFORM_BENCH_THREADS", 1)));
+  tc::ref::ReferenceRun run;
+  run.setup(tc::RunOptions{});
+  run.train_step();  // warm-up: first-touch allocations, loader start
+  const int slow = slowdown_ms();
+  if (slow > 0) state.SetLabel("TORCHCONFORM_BENCH_SLOWDOWN_MS=" + std::to_string(slow));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(run.train_step().loss);
+    if (slow > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow));
+  }
+  state.counters["threads"] = at::get_num_threads();
+  at::set_num_threads(threads_before);
+}
+
+auto* const kTrainStep =
+    tc::bench::add("reference/train_step", "cpu", train_step_cpu)->Unit(benchmark::kMillisecond);
+
+}  // namespace
