@@ -13,7 +13,7 @@ set -euo pipefail
 # The pinned torch: the newest 2.x on PyPI that installs and builds here (see README).
 TC_TORCH_VERSION=2.15.0
 TC_JSONSCHEMA_VERSION=4.26.0
-TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libssl-dev
          chromium)  # chromium: the HTML report test renders the page headless
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "reference/recompute.h"
+
 namespace tc::ref {
 
 namespace nn = torch::nn;
@@ -12,6 +14,7 @@ ImageClassifierImpl::ImageClassifierImpl(int64_t num_classes, int64_t image_size
   features = register_module(
       "features", nn::Sequential(nn::Conv2d(nn::Conv2dOptions(3, channels, 3).padding(1)),
                                  nn::BatchNorm2d(channels), nn::ReLU(), nn::MaxPool2d(2)));
+  features_segment = [this](const torch::Tensor& t) { return features->forward(t); };
   const int64_t half = image_size / 2;
   classifier = register_module(
       "classifier",
@@ -19,7 +22,9 @@ ImageClassifierImpl::ImageClassifierImpl(int64_t num_classes, int64_t image_size
 }
 
 torch::Tensor ImageClassifierImpl::forward(torch::Tensor x) {
-  x = features->forward(x);          // (B, C, H/2, W/2)
+  x = recompute_features && is_training()
+          ? recompute(features_segment, x, features->parameters())  // (B, C, H/2, W/2)
+          : features->forward(x);                                   // (B, C, H/2, W/2)
   x = x.flatten(/*start_dim=*/1);    // (B, C * H/2 * W/2)
   return classifier->forward(x);     // (B, num_classes)
 }

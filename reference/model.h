@@ -1,6 +1,8 @@
 // The reference model: a small CNN like the seeds' ImageClassifier.
 #pragma once
 
+#include <functional>
+
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
@@ -14,6 +16,10 @@ struct ImageClassifierImpl : torch::nn::Module {
 
   virtual ~ImageClassifierImpl() = default;
   virtual torch::Tensor forward(torch::Tensor x);
+
+  // Recompute the features' activations in backward instead of keeping them (training only).
+  bool recompute_features = false;
+  std::function<torch::Tensor(const torch::Tensor&)> features_segment;
 
   const int64_t num_classes;
   const int64_t image_size;

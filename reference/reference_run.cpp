@@ -41,6 +41,7 @@ void ReferenceRun::setup(const RunOptions& options) {
   sampler_ = SeededSampler(data_->size(), config_.batch_size, loader_generator_);
 
   model_ = build_model();
+  model_->recompute_features = options_.activation_checkpointing;
   model_->to(options_.device);
   optimizer_ = std::make_unique<torch::optim::SGD>(
       model_->parameters(), torch::optim::SGDOptions(config_.lr)
@@ -148,6 +149,13 @@ at::Tensor ReferenceRun::predict(const at::Tensor& x) {
   return out;
 }
 
+std::shared_ptr<torch::nn::Module> ReferenceRun::bare_model() { return build_model().ptr(); }
+
+at::Tensor ReferenceRun::forward_train(const at::Tensor& x) {
+  model_->train();
+  return model_->forward(x);
+}
+
 std::vector<InitSpec> ReferenceRun::declared_init() const {
   // As init_weights() does: conv kaiming-normal (fan_out, relu), BN 1/0, linear N(0, 0.01)/0.
   std::vector<InitSpec> specs;
@@ -203,7 +211,7 @@ std::vector<CheckpointPart> ReferenceRun::checkpoint_parts() {
   using torch::serialize::OutputArchive;
   std::vector<CheckpointPart> parts;
   parts.push_back({"model", [this](OutputArchive& a) { model_->save(a); },
-                   [this](InputArchive& a) { model_->load(a); }});
+                   [this](InputArchive& a) { load_module_strict(*model_, a); }});
   parts.push_back({"optimizer", [this](OutputArchive& a) { optimizer_->save(a); },
                    [this](InputArchive& a) { optimizer_->load(a); }});
   parts.push_back({"scheduler",
@@ -290,39 +298,6 @@ NamedTensors ReferenceRun::optimizer_state() const {
     out.emplace_back(p.key() + ".momentum_buffer", s.momentum_buffer());
   }
   return out;
-}
-
-void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path) {
-  torch::serialize::OutputArchive root;
-  for (const CheckpointPart& part : parts) {
-    torch::serialize::OutputArchive sub;
-    part.save(sub);
-    root.write(part.name, sub);
-  }
-  std::ostringstream bytes;
-  root.save_to(bytes);
-  write_file_atomically(path, bytes.str());
-}
-
-void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path, c10::Device device) {
-  torch::serialize::InputArchive root;
-  try {
-    root.load_from(path, device);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot read checkpoint '" + path + "': " + e.what_without_backtrace());
-  }
-  for (const CheckpointPart& part : parts) {
-    torch::serialize::InputArchive sub;
-    if (!root.try_read(part.name, sub)) {
-      throw std::runtime_error("checkpoint '" + path + "' has no '" + part.name + "' state");
-    }
-    try {
-      part.load(sub);
-    } catch (const c10::Error& e) {
-      throw std::runtime_error("checkpoint '" + path + "': cannot load its '" + part.name +
-                               "' state: " + e.what_without_backtrace());
-    }
-  }
 }
 
 }  // namespace tc::ref

@@ -13,6 +13,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include "reference/checkpoint.h"
 #include "reference/data.h"
 #include "reference/model.h"
 #include "reference/run.h"
@@ -43,13 +44,6 @@ struct TrainConfig {
   double dropout = 0.5;
 };
 
-// One named part of the full training state; the checkpoint is the list of parts.
-struct CheckpointPart {
-  std::string name;
-  std::function<void(torch::serialize::OutputArchive&)> save;
-  std::function<void(torch::serialize::InputArchive&)> load;
-};
-
 class ReferenceRun : public Run {
  public:
   explicit ReferenceRun(TrainConfig config = {}) : config_(std::move(config)) {}
@@ -66,9 +60,11 @@ class ReferenceRun : public Run {
 
   at::Tensor example_input(int64_t batch) const override;
   at::Tensor predict(const at::Tensor& x) override;
+  at::Tensor forward_train(const at::Tensor& x) override;
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   double clip_norm() const override { return config_.clip_norm; }
   std::vector<InitSpec> declared_init() const override;
+  std::shared_ptr<torch::nn::Module> bare_model() override;
 
   const SeedRecord& seed_record() const { return seed_record_; }
 
@@ -110,11 +106,5 @@ class ReferenceRun : public Run {
   int64_t position_ = 0;  // batches consumed in the current epoch
   int64_t step_ = 0;      // optimisation steps taken
 };
-
-// Writes the parts to `path` atomically (temporary file, fsync, rename).
-void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path);
-// Loads every part; a missing part or an unreadable file throws std::runtime_error naming it.
-void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path,
-                c10::Device device);
 
 }  // namespace tc::ref

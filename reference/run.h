@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -38,6 +39,9 @@
 namespace torch::optim {
 class Optimizer;
 }
+namespace torch::nn {
+class Module;
+}
 
 namespace tc {
 
@@ -46,6 +50,7 @@ struct RunOptions {
   int64_t seed = 0;
   bool deterministic = true;  // deterministic algorithms (checks of bitwise equality need it)
   bool quick = false;
+  bool activation_checkpointing = false;  // recompute activations in backward (gradient checkpointing)
 };
 
 struct StepRecord {
@@ -105,11 +110,15 @@ class Run {
   virtual at::Tensor example_input(int64_t batch) const;
   // The model's output for x in eval mode without autograd; leaves the model's mode as it was.
   virtual at::Tensor predict(const at::Tensor& x);
+  // The model's output for x in train mode with autograd (for gradient and memory probes).
+  virtual at::Tensor forward_train(const at::Tensor& x);
   // The optimizer the train step uses, and the gradient-norm bound it clips to (0: none).
   virtual torch::optim::Optimizer& optimizer();
   virtual double clip_norm() const;
   // How each parameter is initialised.
   virtual std::vector<InitSpec> declared_init() const;
+  // A freshly built, unwrapped model (on the CPU): what a checkpoint's model state must load into.
+  virtual std::shared_ptr<torch::nn::Module> bare_model();
 };
 
 }  // namespace tc

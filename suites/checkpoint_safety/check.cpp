@@ -1,0 +1,262 @@
+// checkpoint_safety: the model state loads strictly into a bare model; a save killed at random
+// points never leaves a file that does not load (the previous checkpoint survives); truncated and
+// bit-flipped files are rejected, never loaded as different state; a pickle naming a code-running
+// global is rejected without side effect; after every rejected load the model is as it was.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/torch.h>
+
+#include "harness/tensor_compare.h"
+#include "reference/checkpoint.h"
+
+namespace tc {
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// A PyTorch-style zip whose pickle calls posix.system("touch <canary>") when unpickled.
+std::string malicious_pickle(const std::string& canary) {
+  const std::string cmd = "touch " + canary;
+  std::string pkl = "\x80\x02" "cposix\nsystem\n" "q\x00";
+  pkl += 'X';
+  const uint32_t n = static_cast<uint32_t>(cmd.size());
+  pkl.append(reinterpret_cast<const char*>(&n), 4);  // little-endian length
+  pkl += cmd;
+  pkl += "q\x01\x85q\x02Rq\x03.";
+  std::ostringstream zip;
+  {
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* buf, size_t size) {
+      zip.write(static_cast<const char*>(buf), static_cast<std::streamsize>(size));
+      return size;
+    });
+    writer.writeRecord("data.pkl", pkl.data(), pkl.size());
+    writer.writeEndOfFile();
+  }
+  return zip.str();
+}
+
+struct Attempt {
+  bool rejected = false;
+  bool same_state = false;  // loaded and equal to the state saved
+  bool untouched = false;   // rejected and the model as before
+  std::string error;
+};
+
+// Loads `path` into a fresh run of the recipe and says what happened.
+Attempt try_load(const CheckContext& ctx, const std::string& path, const NamedTensors& saved) {
+  std::unique_ptr<Run> fresh = ctx.make_run();
+  fresh->setup(run_options(ctx, ctx.seed + 7));
+  const NamedTensors before = snapshot(fresh->parameters());
+  Attempt a;
+  try {
+    fresh->load_checkpoint(path);
+  } catch (const std::exception& e) {
+    a.rejected = true;
+    a.error = e.what();
+    a.error = a.error.substr(0, a.error.find("\nException raised from"));
+    a.untouched = !first_tensor_difference(before, snapshot(fresh->parameters()));
+    return a;
+  }
+  a.same_state = !first_tensor_difference(saved, snapshot(fresh->parameters()));
+  return a;
+}
+
+CheckResult check_checkpoint_safety(const CheckContext& ctx) {
+  ScratchDir scratch;
+  const std::string path = scratch.file("ckpt.pt");
+  std::unique_ptr<Run> run = ctx.make_run();
+  run->setup(run_options(ctx, ctx.seed));
+  for (int i = 0; i < 3; ++i) run->train_step();
+  run->save_checkpoint(path);
+  const NamedTensors saved = snapshot(run->parameters());
+  std::vector<std::string> problems;
+  nlohmann::json m;
+
+  // 1. The model state loads strictly into a bare, unwrapped model.
+  {
+    std::shared_ptr<torch::nn::Module> bare = run->bare_model();
+    try {
+      torch::serialize::InputArchive root = ref::open_checkpoint(path, torch::kCPU);
+      torch::serialize::InputArchive model;
+      if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
+      ref::load_module_strict(*bare, model);
+      NamedTensors loaded;
+      for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
+      if (auto d = first_tensor_difference(saved, snapshot(loaded))) {
+        problems.push_back("the bare model loaded other weights than the run's ('" + d->name + "')");
+      }
+      m["bare_model_load"] = "ok";
+    } catch (const std::exception& e) {
+      problems.push_back(std::string("the model state does not load into a bare model: ") + e.what());
+      m["bare_model_load"] = e.what();
+    }
+  }
+
+  // 2. Killed mid-save: the file at the path always loads.
+  {
+    const int trials = ctx.quick ? 20 : 50;
+    // Kill points spread over several saves' time, so they land before, in and between writes.
+    const auto t0 = std::chrono::steady_clock::now();
+    run->save_checkpoint(path);
+    const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::steady_clock::now() - t0).count();
+    m["save_duration_us"] = save_us;
+    std::mt19937 rng(static_cast<uint32_t>(ctx.seed));
+    std::uniform_int_distribution<int64_t> delay_us(0, 4 * save_us + 1000);
+    int loaded = 0, broken = 0, exited_early = 0;
+    std::string first_error;
+    int64_t completed_saves = 0;
+    for (int t = 0; t < trials; ++t) {
+      int fds[2];
+      if (pipe(fds) != 0) throw HarnessError("pipe failed");
+      pid_t pid = fork();
+      if (pid < 0) throw HarnessError("fork failed");
+      if (pid == 0) {  // child: save over and over until killed, one byte down the pipe per save
+        close(fds[0]);
+        at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
+        try {
+          for (;;) {
+            run->save_checkpoint(path);
+            if (write(fds[1], "s", 1) != 1) break;
+          }
+        } catch (...) {
+        }
+        _exit(3);
+      }
+      close(fds[1]);
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
+      kill(pid, SIGKILL);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!WIFSIGNALED(status)) ++exited_early;  // the saving child stopped before the kill
+      char buf[256];
+      for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) completed_saves += n;
+      close(fds[0]);
+      Attempt a = try_load(ctx, path, saved);
+      if (!a.rejected && a.same_state) {
+        ++loaded;
+      } else {
+        ++broken;
+        if (first_error.empty()) first_error = a.rejected ? a.error : "loaded other state";
+        run->save_checkpoint(path);  // a good file for the next trial
+      }
+    }
+    m["kill_trials"] = trials;
+    m["kill_trials_loaded"] = loaded;
+    m["kill_trials_broken"] = broken;
+    m["kill_trials_child_exited_early"] = exited_early;
+    m["kill_trials_completed_saves"] = completed_saves;
+    if (completed_saves == 0 || exited_early > 0) {
+      throw HarnessError("the saving child processes completed " + std::to_string(completed_saves) +
+                         " saves and " + std::to_string(exited_early) +
+                         " stopped on their own: the kill trials prove nothing");
+    }
+    if (broken > 0) {
+      problems.push_back(std::to_string(broken) + " of " + std::to_string(trials) +
+                         " saves killed at a random point left a checkpoint that does not load: " + first_error);
+    }
+  }
+
+  // 3. Truncations and single-bit flips are rejected (or, for a flip in bytes nobody reads, load the
+  //    very same state); never a different state, and a rejected load leaves the model as it was.
+  {
+    const std::string good = read_bytes(path);
+    std::mt19937_64 rng(static_cast<uint64_t>(ctx.seed) * 31 + 7);
+    const std::string bad = scratch.file("bad.pt");
+    int rejected = 0, same = 0, different = 0, touched = 0;
+    const int truncations = 20, flips = 40;
+    for (int i = 0; i < truncations + flips; ++i) {
+      std::string bytes = good;
+      if (i < truncations) {
+        bytes.resize(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
+      } else {
+        const size_t at = std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng);
+        bytes[at] = static_cast<char>(bytes[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+      }
+      write_bytes(bad, bytes);
+      Attempt a = try_load(ctx, bad, saved);
+      if (a.rejected) {
+        ++rejected;
+        if (!a.untouched) ++touched;
+      } else if (a.same_state) {
+        ++same;
+      } else {
+        ++different;
+      }
+      if (i < truncations && !a.rejected) ++different;  // a truncated file must never load
+    }
+    m["corruptions"] = truncations + flips;
+    m["corruptions_rejected"] = rejected;
+    m["corruptions_loaded_same_state"] = same;
+    m["corruptions_loaded_other_state"] = different;
+    m["rejected_loads_that_changed_the_model"] = touched;
+    if (different > 0) {
+      problems.push_back(std::to_string(different) + " truncated or bit-flipped files loaded silently");
+    }
+    if (touched > 0) problems.push_back(std::to_string(touched) + " rejected loads changed the model");
+  }
+
+  // 4. A pickle naming a code-running global: rejected, no side effect.
+  {
+    const std::string canary = scratch.file("canary");
+    const std::string evil = scratch.file("evil.pt");
+    write_bytes(evil, malicious_pickle(canary));
+    Attempt a = try_load(ctx, evil, saved);
+    const bool ran = std::filesystem::exists(canary);
+    m["malicious_pickle_rejected"] = a.rejected;
+    m["malicious_pickle_ran_code"] = ran;
+    if (!a.rejected || ran || !a.untouched) {
+      problems.push_back(std::string("a pickle calling posix.system was ") +
+                         (a.rejected ? "rejected" : "accepted") + (ran ? " and ran its command" : "") +
+                         (a.rejected && !a.untouched ? " after changing the model" : ""));
+    }
+    try {
+      const std::string evil_bytes = read_bytes(evil);
+      (void)torch::pickle_load(std::vector<char>(evil_bytes.begin(), evil_bytes.end()));
+      m["libtorch_pickle_load"] = "accepted";
+    } catch (const c10::Error& e) {
+      std::string w = e.what_without_backtrace();
+      m["libtorch_pickle_load"] = w.substr(0, w.find('\n'));
+    }
+  }
+
+  if (!problems.empty()) {
+    std::string ev = problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) ev += "\n" + problems[i];
+    return CheckResult::fail(ev, m);
+  }
+  return CheckResult::pass("model state loads strictly into a bare model; " +
+                               std::to_string(m["kill_trials_loaded"].get<int>()) + "/" +
+                               std::to_string(m["kill_trials"].get<int>()) +
+                               " saves killed at random points left a loadable checkpoint; " +
+                               std::to_string(m["corruptions_rejected"].get<int>()) + "/" +
+                               std::to_string(m["corruptions"].get<int>()) +
+                               " truncated or bit-flipped files rejected (the rest loaded the same "
+                               "state), model untouched; a posix.system pickle rejected with no side effect",
+                           m);
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_REGISTER_CHECK("checkpoint_safety",
+                  "strict load into a bare model; atomic save survives a kill mid-write; corrupt, "
+                  "truncated or malicious files rejected with nothing loaded",
+                  tc::check_checkpoint_safety);

@@ -1,0 +1,43 @@
+// Broken variants the checkpoint_safety check must catch.
+#include <fstream>
+
+#include <torch/torch.h>
+
+#include "harness/registry.h"
+#include "reference/reference_run.h"
+
+namespace tc::variants {
+
+// The saving code holds the model inside a wrapper (as DDP does) and saves the wrapper: every key
+// gets a "module." prefix. It loads back through the same wrapper, so it resumes itself, but the
+// file does not load into a bare model.
+struct Wrapper : torch::nn::Module {
+  explicit Wrapper(std::shared_ptr<torch::nn::Module> inner) { register_module("module", std::move(inner)); }
+};
+
+class WrapperPrefixedState : public ref::ReferenceRun {
+ protected:
+  std::vector<ref::CheckpointPart> checkpoint_parts() override {
+    auto parts = ReferenceRun::checkpoint_parts();
+    parts[0].save = [this](torch::serialize::OutputArchive& a) { Wrapper(model_.ptr()).save(a); };
+    parts[0].load = [this](torch::serialize::InputArchive& a) { Wrapper(model_.ptr()).load(a); };
+    return parts;
+  }
+};
+
+// Fail: torch::save straight over the previous checkpoint: the archive streams into the file
+// while it serialises, so a crash in between leaves a torn file and no previous checkpoint.
+class NonAtomicSave : public ref::ReferenceRun {
+ public:
+  void save_checkpoint(const std::string& path) override {
+    ref::checkpoint_archive(checkpoint_parts()).save_to(path);
+  }
+};
+
+}  // namespace tc::variants
+
+TC_REGISTER_RECIPE(tc::variants::WrapperPrefixedState, "wrapper_prefixed_state",
+                   "saves the wrapper: model keys prefixed with 'module.'", {"checkpoint_safety"});
+TC_REGISTER_RECIPE(tc::variants::NonAtomicSave, "non_atomic_save",
+                   "writes the checkpoint in place, not via a temporary file and rename",
+                   {"checkpoint_safety"});
