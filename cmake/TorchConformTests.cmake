@@ -135,3 +135,14 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/conformance_tests.cmake.in
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake
      INPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake.gen)
 set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/conformance_tests.cmake)
+
+# --- a user's own recipe: install, build examples/user_recipe against the package, run it -------
+get_filename_component(TC_TORCH_CMAKE_PREFIX "${Torch_DIR}" DIRECTORY)  # .../share/cmake
+add_test(NAME example.user_recipe
+         COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DWORK=${TC_TEST_OUT}/user_recipe -DGENERATOR=${CMAKE_GENERATOR}
+                 -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+                 -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
+                 -DSTOCK_BINARY=$<TARGET_FILE:torchconform> -DPYTHON=${TC_PYTHON}
+                 -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
+set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500)

@@ -25,14 +25,9 @@ if(NOT Torch_FOUND)
 endif()
 message(STATUS "torchconform: LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
-# A pip wheel keeps the CUDA libraries that libtorch_cuda.so needs in site-packages/nvidia/*/lib and
-# finds them at run time through its own RPATH; the linker needs to be told where they are, or it
-# resolves libnccl.so.2 against an older system NCCL and fails on missing symbols.
-file(GLOB _tc_wheel_nvidia_libs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
-set(TC_TORCH_LINK_OPTIONS "")
-foreach(_d IN LISTS _tc_wheel_nvidia_libs)
-  list(APPEND TC_TORCH_LINK_OPTIONS "-Wl,-rpath-link,${_d}")
-endforeach()
+# -Wl,-rpath-link for the CUDA libraries of a pip wheel (see the helper; installed for users too).
+include(${CMAKE_CURRENT_LIST_DIR}/torchconformWheelLink.cmake)
+tc_wheel_link_options(TC_TORCH_LINK_OPTIONS "${TORCH_INSTALL_PREFIX}")
 
 function(tc_torch_link_fixups target)
   if(TC_TORCH_LINK_OPTIONS)

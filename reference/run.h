@@ -21,7 +21,9 @@
 //   };
 //   TC_REGISTER_RECIPE(MyRun, "my_recipe", "our production training loop", {});
 //
-// Then `torchconform run --recipe my_recipe` runs every check on it.
+// Then `torchconform run --recipe my_recipe` runs every check on it. From a project of your own,
+// against the installed package: find_package(torchconform) and link your recipe's TU with
+// torchconform::suite, which gives the whole command line (examples/user_recipe/ is a complete one).
 #pragma once
 
 #include <cstdint>

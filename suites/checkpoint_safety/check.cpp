@@ -91,7 +91,7 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
 
   // 1. The model state loads strictly into a bare, unwrapped model.
   {
-    std::shared_ptr<torch::nn::Module> bare = run->bare_model();
+    std::shared_ptr<torch::nn::Module> bare = run->bare_model();  // not provided: cell skipped
     try {
       torch::serialize::InputArchive root = ref::open_checkpoint(path, torch::kCPU);
       torch::serialize::InputArchive model;

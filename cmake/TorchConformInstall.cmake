@@ -1,0 +1,70 @@
+# `cmake --install build --prefix P`: the recipe API headers, the libraries and the CMake package
+# torchconform (find_package(torchconform) -> torchconform::suite), so a team can check its own
+# training code from its own project (examples/user_recipe).
+#
+# Layout under P:
+#   include/torchconform/{harness,reference}/*.h    the public headers (listed below)
+#   lib/libtc_*.a                                   harness, cli, main, reference, check support, suites
+#   lib/cmake/torchconform/                         torchconformConfig.cmake (+ version, targets)
+#   bin/torchconform                                the stock binary
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(TC_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/torchconform)
+set(TC_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/torchconform)
+
+# Every registration (checks, broken variants, the reference recipe) in one static library. Its
+# consumers link it whole-archive (torchconformConfig.cmake), so no registration is dropped.
+set(_tc_suite_objects "")
+foreach(_t IN LISTS TC_SUITE_TARGETS)
+  list(APPEND _tc_suite_objects $<TARGET_OBJECTS:${_t}>)
+endforeach()
+add_library(tc_suites STATIC ${_tc_suite_objects})
+set_target_properties(tc_suites PROPERTIES LINKER_LANGUAGE CXX)
+target_link_libraries(tc_suites PUBLIC tc_reference tc_check_support)
+
+# What a recipe author includes (reference/run.h, harness/registry.h and what they include), tc::cli_main
+# for an own main(), and the reference recipe with its parts so a recipe can derive from it.
+# Internals (runner, writers, tensor_compare, ...) stay out.
+install(FILES
+  harness/cli.h
+  harness/record.h
+  harness/registry.h
+  DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness)
+install(FILES
+  reference/checkpoint.h
+  reference/data.h
+  reference/model.h
+  reference/recompute.h
+  reference/reference_run.h
+  reference/run.h
+  reference/seed.h
+  DESTINATION ${TC_INSTALL_INCLUDEDIR}/reference)
+
+set_target_properties(tc_harness PROPERTIES EXPORT_NAME harness)
+set_target_properties(tc_cli PROPERTIES EXPORT_NAME cli)
+set_target_properties(tc_main PROPERTIES EXPORT_NAME main)
+set_target_properties(tc_reference PROPERTIES EXPORT_NAME reference)
+set_target_properties(tc_check_support PROPERTIES EXPORT_NAME check_support)
+set_target_properties(tc_suites PROPERTIES EXPORT_NAME suites)
+install(TARGETS tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites
+  EXPORT torchconformTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${TC_INSTALL_INCLUDEDIR})
+install(EXPORT torchconformTargets NAMESPACE torchconform:: DESTINATION ${TC_INSTALL_CMAKEDIR})
+
+# The stock binary, finding LibTorch where it was linked from.
+set_target_properties(torchconform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
+install(TARGETS torchconform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+set(TC_BUILT_TORCH_VERSION ${Torch_VERSION})
+configure_package_config_file(cmake/torchconformConfig.cmake.in
+  ${CMAKE_BINARY_DIR}/torchconformConfig.cmake
+  INSTALL_DESTINATION ${TC_INSTALL_CMAKEDIR})
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/torchconformConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+install(FILES
+  ${CMAKE_BINARY_DIR}/torchconformConfig.cmake
+  ${CMAKE_BINARY_DIR}/torchconformConfigVersion.cmake
+  cmake/torchconformWheelLink.cmake
+  DESTINATION ${TC_INSTALL_CMAKEDIR})

@@ -1,0 +1,138 @@
+# The user-recipe example end to end, as a team would use torchconform (CTest `example.user_recipe`):
+# install this build into a fresh prefix, configure and build examples/user_recipe against it as its
+# own CMake project, run every check on its recipe and require a cell for every registered check.
+#
+# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK= -DGENERATOR= -DMAKE_PROGRAM= -DCXX_COMPILER=
+#       -DTORCH_PREFIX= -DLAUNCHER= -DSTOCK_BINARY= -DPYTHON= -P example_test.cmake
+# Any failure is a FATAL_ERROR (the test fails; nothing here skips).
+cmake_minimum_required(VERSION 3.25)
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (exit ${rc}):\n${ARGN}\n--- stdout\n${out}\n--- stderr\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+  set(step_out "${out}" PARENT_SCOPE)
+  set(step_err "${err}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK}/prefix)
+set(ex_build ${WORK}/build)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+# 1. Install.
+step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(f include/torchconform/reference/run.h include/torchconform/harness/registry.h
+          include/torchconform/harness/record.h lib/cmake/torchconform/torchconformConfig.cmake
+          lib/cmake/torchconform/torchconformConfigVersion.cmake)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "the install lacks ${f}")
+  endif()
+endforeach()
+foreach(f include/torchconform/harness/runner.h include/torchconform/harness/tensor_compare.h)
+  if(EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "an internal header was installed: ${f}")
+  endif()
+endforeach()
+
+# 2. Configure and build the example as its own project against the installed package.
+# The prefixes go in the environment's CMAKE_PREFIX_PATH (':'-separated), which find_package reads
+# like the cache variable, because a ';' inside one argument does not survive a CMake list.
+set(cfg ${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${prefix}:${TORCH_PREFIX}"
+        ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/user_recipe -B ${ex_build} -G ${GENERATOR}
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+if(MAKE_PROGRAM)
+  list(APPEND cfg -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+if(LAUNCHER)
+  list(APPEND cfg -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+endif()
+step("configure examples/user_recipe" ${cfg})
+step("build examples/user_recipe" ${CMAKE_COMMAND} --build ${ex_build})
+set(exe ${ex_build}/team_checks)
+
+# 3. The example's binary registers what the stock binary does, plus the team's recipe.
+step("stock list" ${STOCK_BINARY} list --json)
+set(stock "${step_out}")
+step("example list" ${exe} list --json)
+set(mine "${step_out}")
+function(names json kind out)
+  string(JSON n LENGTH "${json}" ${kind})
+  set(r "")
+  if(n GREATER 0)
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE ${last})
+      string(JSON name GET "${json}" ${kind} ${i} name)
+      list(APPEND r ${name})
+    endforeach()
+  endif()
+  set(${out} "${r}" PARENT_SCOPE)
+endfunction()
+names("${stock}" checks stock_checks)
+names("${mine}" checks my_checks)
+names("${stock}" recipes stock_recipes)
+names("${mine}" recipes my_recipes)
+if(NOT "${my_checks}" STREQUAL "${stock_checks}")
+  message(FATAL_ERROR "checks differ: the example has [${my_checks}], the stock binary [${stock_checks}]")
+endif()
+list(LENGTH stock_checks n_checks)
+if(n_checks EQUAL 0)
+  message(FATAL_ERROR "no checks registered")
+endif()
+# The installed stock binary runs from the prefix (its RPATH finds LibTorch) with the same catalogue.
+step("installed torchconform list" ${prefix}/bin/torchconform list --json)
+names("${step_out}" checks installed_checks)
+if(NOT "${installed_checks}" STREQUAL "${stock_checks}")
+  message(FATAL_ERROR "the installed torchconform has checks [${installed_checks}], the build's [${stock_checks}]")
+endif()
+set(expected_recipes ${stock_recipes} team_mlp)
+list(SORT expected_recipes)
+list(SORT my_recipes)
+if(NOT "${my_recipes}" STREQUAL "${expected_recipes}")
+  message(FATAL_ERROR "recipes differ: the example has [${my_recipes}], expected [${expected_recipes}]")
+endif()
+
+# 4. Every check on the team's recipe: exit 0 (every cell ok or skipped) and one cell per check.
+set(report ${WORK}/team_mlp.json)
+step("team_checks run --recipe team_mlp" ${exe} run --recipe team_mlp --device cpu --json ${report}
+     --html ${WORK}/team_mlp.html)
+message("${step_out}")
+file(READ ${report} rj)
+string(JSON n_cells LENGTH "${rj}" cells)
+if(NOT n_cells EQUAL n_checks)
+  message(FATAL_ERROR "${n_cells} cells for ${n_checks} checks")
+endif()
+set(seen "")
+math(EXPR last "${n_cells} - 1")
+foreach(i RANGE ${last})
+  string(JSON recipe GET "${rj}" cells ${i} recipe)
+  string(JSON check GET "${rj}" cells ${i} check)
+  string(JSON verdict GET "${rj}" cells ${i} verdict)
+  string(JSON evidence GET "${rj}" cells ${i} evidence)
+  if(NOT recipe STREQUAL "team_mlp")
+    message(FATAL_ERROR "cell ${i} is for recipe '${recipe}'")
+  endif()
+  if(NOT verdict MATCHES "^(ok|skipped)$")
+    message(FATAL_ERROR "${check} on team_mlp: ${verdict}: ${evidence}")
+  endif()
+  if(verdict STREQUAL "skipped" AND evidence STREQUAL "")
+    message(FATAL_ERROR "${check} on team_mlp skipped without a reason")
+  endif()
+  list(APPEND seen ${check})
+  message(STATUS "${check}: ${verdict}")
+endforeach()
+foreach(c IN LISTS stock_checks)
+  if(NOT c IN_LIST seen)
+    message(FATAL_ERROR "no cell for check '${c}' on team_mlp")
+  endif()
+endforeach()
+string(JSON ok GET "${rj}" summary ok)
+message(STATUS "team_mlp: ${n_cells} cells, ${ok} ok")
+
+# 5. The same report format: valid against the committed schema.
+if(PYTHON)
+  step("report schema" ${PYTHON} ${SOURCE_DIR}/harness/tests/validate_report.py
+       ${SOURCE_DIR}/reports/schema/torchconform.report-1.schema.json ${report})
+endif()

@@ -1,0 +1,373 @@
+// A team's own training code, checked by torchconform.
+//
+// The first half is training code as a team would write it anyway: a small MLP that classifies
+// synthetic tabular data, AdamW with a step-decay learning rate, gradient clipping, a seeded
+// shuffle, and a checkpoint that holds the full training state. The second half is all that
+// torchconform needs: a tc::Run that drives it (reference/run.h) and one TC_REGISTER_RECIPE line.
+// Linked with torchconform::suite, `team_checks run --recipe team_mlp` runs every check on it.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "harness/registry.h"
+#include "reference/run.h"
+
+namespace team {
+
+// =================================================================================================
+// The team's training code (knows nothing of torchconform).
+// =================================================================================================
+
+struct Config {
+  int64_t features = 12;
+  int64_t hidden = 32;
+  int64_t classes = 3;
+  int64_t train_size = 256;
+  int64_t eval_size = 128;
+  int64_t batch_size = 32;
+  int64_t eval_batch_size = 64;
+  uint64_t data_seed = 7;  // the data is fixed, like a table on disk; the run's seed does not move it
+  double lr = 3e-3;
+  double weight_decay = 1e-2;
+  double lr_decay = 0.9;  // lr = lr * lr_decay^(step / lr_decay_every)
+  int64_t lr_decay_every = 4;
+  double clip_norm = 1.0;
+  double dropout = 0.1;
+};
+
+struct Table {
+  torch::Tensor x;  // (N, F) float32
+  torch::Tensor y;  // (N) int64
+};
+
+// Gaussian rows labelled by one fixed random linear teacher (argmax of x W + noise).
+void make_tables(const Config& c, Table& train, Table& eval) {
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(c.data_seed);
+  const torch::Tensor teacher = torch::randn({c.features, c.classes}, gen);  // (F, C)
+  auto draw = [&](int64_t n) {
+    Table t;
+    t.x = torch::randn({n, c.features}, gen);                                       // (n, F)
+    t.y = (t.x.matmul(teacher) + 0.1 * torch::randn({n, c.classes}, gen)).argmax(1);  // (n)
+    return t;
+  };
+  train = draw(c.train_size);
+  eval = draw(c.eval_size);
+}
+
+struct MLPImpl : torch::nn::Module {
+  explicit MLPImpl(const Config& c)
+      : fc1(register_module("fc1", torch::nn::Linear(c.features, c.hidden))),
+        bn(register_module("bn", torch::nn::BatchNorm1d(c.hidden))),
+        drop(register_module("drop", torch::nn::Dropout(c.dropout))),
+        fc2(register_module("fc2", torch::nn::Linear(c.hidden, c.classes))) {
+    // Explicit initialisation (LibTorch's defaults differ between layers and releases):
+    // linear weights kaiming-normal (fan_in, relu), biases 0, BatchNorm weight 1 / bias 0.
+    torch::NoGradGuard no_grad;
+    for (torch::nn::Linear* fc : {&fc1, &fc2}) {
+      torch::nn::init::kaiming_normal_((*fc)->weight, 0.0, torch::kFanIn, torch::kReLU);
+      torch::nn::init::zeros_((*fc)->bias);
+    }
+    torch::nn::init::ones_(bn->weight);
+    torch::nn::init::zeros_(bn->bias);
+  }
+
+  torch::Tensor forward(torch::Tensor x) {  // (B, F)
+    x = torch::relu(bn(fc1(x)));            // (B, H)
+    x = drop(x);                            // (B, H)
+    return fc2(x);                          // (B, C) logits
+  }
+
+  torch::nn::Linear fc1;
+  torch::nn::BatchNorm1d bn;
+  torch::nn::Dropout drop;
+  torch::nn::Linear fc2;
+};
+TORCH_MODULE(MLP);
+
+struct StepInfo {
+  double loss = 0.0;
+  double lr = 0.0;
+  int64_t epoch = 0;
+  int64_t step = 0;
+  bool training = false;
+};
+
+struct EvalInfo {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  torch::Tensor logits;  // (N, C)
+};
+
+torch::Tensor generator_state(at::Generator g) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+void set_generator_state(at::Generator g, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(g.mutex());
+  g.set_state(state.cpu());
+}
+
+int64_t read_int(torch::serialize::InputArchive& ar, const std::string& key) {
+  c10::IValue v;
+  ar.read(key, v);
+  return v.toInt();
+}
+
+class Trainer {
+ public:
+  Trainer(Config config, torch::Device device, int64_t seed, bool deterministic)
+      : config_(std::move(config)), device_(device) {
+    // Seed every generator the run uses: torch's (init, dropout) and the shuffle's own.
+    if (deterministic && device_.is_cuda()) setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+    at::globalContext().setDeterministicAlgorithms(deterministic, /*warn_only=*/false);
+    at::globalContext().setDeterministicCuDNN(deterministic);
+    at::globalContext().setBenchmarkCuDNN(!deterministic);
+    torch::manual_seed(static_cast<uint64_t>(seed));
+    shuffle_ = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed));
+
+    make_tables(config_, train_, eval_);
+    model_ = MLP(config_);
+    model_->to(device_);
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+    apply_schedule();
+    order_ = torch::randperm(train_.x.size(0), shuffle_, torch::kLong);  // epoch 0
+  }
+
+  int64_t steps_per_epoch() const { return config_.train_size / config_.batch_size; }
+
+  StepInfo train_step() {
+    if (position_ == steps_per_epoch()) {  // next epoch: a new order from the shuffle's generator
+      ++epoch_;
+      position_ = 0;
+      order_ = torch::randperm(train_.x.size(0), shuffle_, torch::kLong);
+    }
+    model_->train();
+    StepInfo info;
+    info.epoch = epoch_;
+    info.step = step_;
+    info.lr = optimizer_->param_groups().at(0).options().get_lr();
+    info.training = model_->is_training();
+
+    const torch::Tensor idx = order_.narrow(0, position_ * config_.batch_size, config_.batch_size);  // (B)
+    const torch::Tensor x = train_.x.index_select(0, idx).to(device_);  // (B, F)
+    const torch::Tensor y = train_.y.index_select(0, idx).to(device_);  // (B)
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+    optimizer_->step();
+    ++position_;
+    ++step_;
+    apply_schedule();  // after the step, as a scheduler steps
+    info.loss = loss.item<double>();
+    return info;
+  }
+
+  EvalInfo evaluate() {
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    EvalInfo r;
+    std::vector<torch::Tensor> logits;
+    double loss_sum = 0.0;
+    int64_t correct = 0;
+    const int64_t n = eval_.x.size(0);
+    for (int64_t start = 0; start < n; start += config_.eval_batch_size) {
+      const int64_t len = std::min(config_.eval_batch_size, n - start);
+      const torch::Tensor x = eval_.x.narrow(0, start, len).to(device_);  // (b, F)
+      const torch::Tensor y = eval_.y.narrow(0, start, len).to(device_);  // (b)
+      const torch::Tensor out = model_->forward(x);                       // (b, C)
+      loss_sum += torch::nn::functional::cross_entropy(
+                      out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                      .item<double>();
+      correct += out.argmax(1).eq(y).sum().item<int64_t>();
+      logits.push_back(out);
+    }
+    r.loss = loss_sum / static_cast<double>(n);
+    r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
+    r.logits = torch::cat(logits);
+    return r;
+  }
+
+  // Eval-mode forward without autograd; leaves the model's mode as it was.
+  torch::Tensor predict(const torch::Tensor& x) {
+    const bool was_training = model_->is_training();
+    torch::NoGradGuard no_grad;
+    model_->eval();
+    torch::Tensor out = model_->forward(x);
+    model_->train(was_training);
+    return out;
+  }
+
+  // The full training state, written atomically (temporary file, then rename).
+  void save(const std::string& path) {
+    torch::serialize::OutputArchive root, model, optimizer;
+    model_->save(model);
+    optimizer_->save(optimizer);
+    root.write("model", model);
+    root.write("optimizer", optimizer);
+    root.write("epoch", c10::IValue(epoch_));
+    root.write("position", c10::IValue(position_));
+    root.write("step", c10::IValue(step_));
+    root.write("order", order_);
+    root.write("rng_cpu", generator_state(at::globalContext().defaultGenerator(at::kCPU)));
+    root.write("rng_shuffle", generator_state(shuffle_));
+    if (device_.is_cuda()) root.write("rng_cuda", generator_state(at::globalContext().defaultGenerator(device_)));
+    const std::string tmp = path + ".tmp";
+    root.save_to(tmp);
+    std::filesystem::rename(tmp, path);
+  }
+
+  void load(const std::string& path) {
+    torch::serialize::InputArchive root, model, optimizer;
+    root.load_from(path, device_);
+    root.read("model", model);
+    root.read("optimizer", optimizer);
+    model_->load(model);
+    optimizer_->load(optimizer);
+    epoch_ = read_int(root, "epoch");
+    position_ = read_int(root, "position");
+    step_ = read_int(root, "step");
+    root.read("order", order_);
+    order_ = order_.cpu();
+    torch::Tensor state;
+    root.read("rng_cpu", state);
+    set_generator_state(at::globalContext().defaultGenerator(at::kCPU), state);
+    root.read("rng_shuffle", state);
+    set_generator_state(shuffle_, state);
+    if (device_.is_cuda()) {
+      root.read("rng_cuda", state);
+      set_generator_state(at::globalContext().defaultGenerator(device_), state);
+    }
+    apply_schedule();
+  }
+
+  const Config& config() const { return config_; }
+  const MLP& model() const { return model_; }
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+  const torch::optim::AdamW& optimizer() const { return *optimizer_; }
+  const Table& eval_table() const { return eval_; }
+  torch::Device device() const { return device_; }
+
+ private:
+  void apply_schedule() {
+    const double lr = config_.lr * std::pow(config_.lr_decay, static_cast<double>(step_ / config_.lr_decay_every));
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  }
+
+  Config config_;
+  torch::Device device_;
+  Table train_, eval_;
+  at::Generator shuffle_;
+  MLP model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  torch::Tensor order_;   // (N) this epoch's sample order
+  int64_t epoch_ = 0;
+  int64_t position_ = 0;  // batches consumed in this epoch
+  int64_t step_ = 0;
+};
+
+// =================================================================================================
+// What torchconform needs: a tc::Run that drives the trainer, and its registration.
+// =================================================================================================
+
+class TeamMlpRun : public tc::Run {
+ public:
+  void setup(const tc::RunOptions& o) override {
+    trainer_ = std::make_unique<Trainer>(Config{}, o.device, o.seed, o.deterministic);
+  }
+
+  tc::StepRecord train_step() override {
+    const StepInfo s = trainer_->train_step();
+    tc::StepRecord r;
+    r.step = s.step;
+    r.epoch = s.epoch;
+    r.loss = s.loss;
+    r.lr = s.lr;
+    r.training_mode = s.training;
+    return r;
+  }
+
+  tc::EvalResult evaluate() override {
+    EvalInfo e = trainer_->evaluate();
+    tc::EvalResult r;
+    r.loss = e.loss;
+    r.accuracy = e.accuracy;
+    r.logits = e.logits;
+    return r;
+  }
+
+  void save_checkpoint(const std::string& path) override { trainer_->save(path); }
+  void load_checkpoint(const std::string& path) override { trainer_->load(path); }
+  int64_t steps_per_epoch() const override { return trainer_->steps_per_epoch(); }
+
+  tc::NamedTensors parameters() const override {
+    tc::NamedTensors out;
+    for (const auto& p : trainer_->model()->named_parameters()) out.emplace_back(p.key(), p.value());
+    return out;
+  }
+
+  tc::NamedTensors buffers() const override {
+    tc::NamedTensors out;
+    for (const auto& b : trainer_->model()->named_buffers()) out.emplace_back(b.key(), b.value());
+    return out;
+  }
+
+  tc::NamedTensors optimizer_state() const override {
+    tc::NamedTensors out;
+    const auto& state = trainer_->optimizer().state();
+    for (const auto& p : trainer_->model()->named_parameters()) {
+      auto it = state.find(p.value().unsafeGetTensorImpl());  // keyed by TensorImpl* (LibTorch 2.x)
+      if (it == state.end()) continue;
+      const auto& s = static_cast<const torch::optim::AdamWParamState&>(*it->second);
+      out.emplace_back(p.key() + ".exp_avg", s.exp_avg());
+      out.emplace_back(p.key() + ".exp_avg_sq", s.exp_avg_sq());
+    }
+    return out;
+  }
+
+  // --- optional probes: checks that need one skip with a reason when it is not provided ---------
+  at::Tensor example_input(int64_t batch) const override {  // (B, F): tabular, so `shapes` skips
+    const Table& t = trainer_->eval_table();
+    return t.x.narrow(0, 0, std::min(batch, t.x.size(0))).to(trainer_->device());
+  }
+  at::Tensor predict(const at::Tensor& x) override { return trainer_->predict(x); }
+  torch::optim::Optimizer& optimizer() override { return trainer_->optimizer(); }
+  double clip_norm() const override { return trainer_->config().clip_norm; }
+
+  std::vector<tc::InitSpec> declared_init() const override {
+    // As MLPImpl's constructor does.
+    std::vector<tc::InitSpec> specs;
+    using K = tc::InitSpec::Kind;
+    for (const auto& p : trainer_->model()->named_parameters()) {
+      const std::string& name = p.key();
+      const torch::Tensor& t = p.value();
+      if (t.dim() == 2) {  // linear weight (out, in): kaiming-normal, fan_in, relu gain sqrt(2)
+        specs.push_back({name, K::kNormal, 0.0, std::sqrt(2.0 / static_cast<double>(t.size(1)))});
+      } else if (name == "bn.weight") {
+        specs.push_back({name, K::kConstant, 1.0, 0.0});
+      } else {  // biases
+        specs.push_back({name, K::kConstant, 0.0, 0.0});
+      }
+    }
+    return specs;
+  }
+
+ private:
+  std::unique_ptr<Trainer> trainer_;
+};
+
+}  // namespace team
+
+TC_REGISTER_RECIPE(team::TeamMlpRun, "team_mlp",
+                   "the team's MLP on tabular data: AdamW, step-decay lr, clipping, full-state "
+                   "checkpoints (examples/user_recipe)",
+                   {});
