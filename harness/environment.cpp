@@ -123,10 +123,10 @@ json gpu_info() {
     }
   }
   try {
-    std::uint64_t v = torch::cuda::nccl::version();  // 10000*major + 100*minor + patch (>= 2.9)
+    std::uint64_t v = torch::cuda::nccl::version();  // (major << 32) | (minor << 16) | patch
     if (v > 0) {
-      gpu["nccl"] = std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." +
-                    std::to_string(v % 100);
+      gpu["nccl"] = std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xFFFF) + "." +
+                    std::to_string(v & 0xFFFF);
     }
   } catch (const std::exception&) {
   }
