@@ -97,7 +97,12 @@ const char* precision_name(at::Float32MatmulPrecision p) {
 }
 
 json gpu_info() {
-  json gpu = {{"cuda_compiled", at::hasCUDA()},
+#ifdef TC_WITH_CUDA
+  const bool cuda_compiled = true;  // this LibTorch ships libtorch_cuda
+#else
+  const bool cuda_compiled = false;
+#endif
+  json gpu = {{"cuda_compiled", cuda_compiled},
               {"cuda_available", torch::cuda::is_available()},
               {"cuda_runtime", nullptr},
               {"cuda_driver", nullptr},
@@ -108,7 +113,8 @@ json gpu_info() {
   auto version_string = [](long v) {  // CUDA encodes 1000*major + 10*minor
     return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
   };
-  if (at::hasCUDA()) {
+  {
+    // The runtime library's version needs no driver; the driver's needs one.
     int rt = 0;
     if (cudaRuntimeGetVersion(&rt) == cudaSuccess && rt > 0) gpu["cuda_runtime"] = version_string(rt);
     int drv = 0;
