@@ -1,4 +1,5 @@
 #include "harness/atomic_file.h"
+#include "harness/posix_fs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,19 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 namespace tc {
 
 void write_file_atomically(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("cannot create directory '" + dir.string() + "': " + ec.message());
-  std::string tmp = (dir / ("." + target.filename().string() + ".tmp-XXXXXX")).string();
+  const std::string dir = posix_fs::dir_name(path);
+  posix_fs::make_dirs(dir);
+  std::string tmp = dir + "/." + posix_fs::base_name(path) + ".tmp-XXXXXX";
   int fd = mkstemp(tmp.data());
   if (fd < 0) throw std::runtime_error("cannot write '" + path + "': " + std::strerror(errno));
   auto fail = [&](const char* what) {

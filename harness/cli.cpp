@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/atomic_file.h"
+#include "harness/posix_fs.h"
 #include "harness/bench.h"
 #include "harness/compare.h"
 #include "harness/compare_html.h"
@@ -262,7 +263,7 @@ int cmd_bench(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(gargc, gargv.data())) return kExitUsage;
 
   Report report;
-  const bool existing = merge && std::filesystem::exists(json_path);
+  const bool existing = merge && posix_fs::exists(json_path);
   try {
     if (existing) report = read_report_file(json_path);  // bad input fails before the long run
   } catch (const std::exception& e) {
@@ -331,7 +332,7 @@ int cmd_trend(const TrendArgs& a) {
       const json& started = runs.back().run.is_object() && runs.back().run.contains("started_at")
                                 ? runs.back().run["started_at"] : json();
       labels.push_back(started.is_string() && !started.get<std::string>().empty()
-                           ? started.get<std::string>() + " (" + std::filesystem::path(f).filename().string() + ")"
+                           ? started.get<std::string>() + " (" + posix_fs::base_name(f) + ")"
                            : f);
     }
   } catch (const std::exception& e) {

@@ -1,10 +1,11 @@
 #include "harness/tensor_compare.h"
 
+#include "harness/posix_fs.h"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 
 #include <torch/torch.h>
@@ -91,14 +92,15 @@ std::string describe_curve_difference(const std::vector<double>& a, const std::v
 }
 
 ScratchDir::ScratchDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "torchconform-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) throw HarnessError("cannot create a scratch directory in " + tmpl);
-  path_ = tmpl;
+  try {
+    path_ = posix_fs::make_temp_dir("torchconform-");
+  } catch (const std::exception& e) {
+    throw HarnessError(e.what());
+  }
 }
 
 ScratchDir::~ScratchDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
+  posix_fs::remove_tree(path_);
 }
 
 }  // namespace tc

@@ -14,6 +14,8 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/posix_fs.h"
+
 #include "harness/compare.h"
 #include "harness/compare_html.h"
 #include "harness/compare_text.h"
@@ -42,7 +44,7 @@ void expect_approved(const std::string& name, const std::string& received) {
   const std::string expected = ss.str();
   if (expected == received) return;
   const fs::path out = fs::path(TC_BINARY_DIR) / "test-output/approved" / name;
-  fs::create_directories(out.parent_path());
+  posix_fs::make_dirs(out.parent_path().string());
   std::ofstream(out, std::ios::binary) << received;
   std::istringstream a(expected), b(received);
   std::string la, lb;

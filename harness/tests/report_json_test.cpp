@@ -8,6 +8,7 @@
 
 #include "harness/atomic_file.h"
 #include "harness/html_writer.h"
+#include "harness/posix_fs.h"
 #include "harness/report_json.h"
 
 namespace tc {
@@ -74,9 +75,8 @@ TEST(ReportJson, RejectsOtherSchemaWithPlainMessage) {
 }
 
 TEST(ReportJson, ReadingCorruptFilesNamesThePath) {
-  auto dir = std::filesystem::temp_directory_path() / ("tc-report-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "bad.json").string();
+  const std::string dir = posix_fs::make_temp_dir("tc-report-test-");
+  const std::string path = dir + "/bad.json";
   std::ofstream(path) << "{\"schema\": \"torchconform.report/1\", \"cells\": [";  // truncated
   try {
     read_report_file(path);
@@ -84,14 +84,13 @@ TEST(ReportJson, ReadingCorruptFilesNamesThePath) {
   } catch (const ReportFormatError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  EXPECT_THROW(read_report_file((dir / "missing.json").string()), ReportFormatError);
-  std::filesystem::remove_all(dir);
+  EXPECT_THROW(read_report_file(dir + "/missing.json"), ReportFormatError);
+  posix_fs::remove_tree(dir);
 }
 
 TEST(AtomicFile, FailedWriteLeavesThePreviousFileIntact) {
-  auto dir = std::filesystem::temp_directory_path() / ("tc-atomic-test-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "latest.json").string();
+  const std::string dir = posix_fs::make_temp_dir("tc-atomic-test-");
+  const std::string path = dir + "/latest.json";
   write_file_atomically(path, "first");
   write_file_atomically(path, "second");
   std::ifstream in(path);
@@ -107,7 +106,7 @@ TEST(AtomicFile, FailedWriteLeavesThePreviousFileIntact) {
   }
   // A path whose directory is a file cannot be written: clear error, nothing else touched.
   EXPECT_THROW(write_file_atomically(path + "/inside", "x"), std::runtime_error);
-  std::filesystem::remove_all(dir);
+  posix_fs::remove_tree(dir);
 }
 
 TEST(Html, ListsEveryCellEscaped) {

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -15,6 +14,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
+#include "harness/posix_fs.h"
 #include "harness/tensor_compare.h"
 #include "reference/checkpoint.h"
 
@@ -219,7 +219,7 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
     const std::string evil = scratch.file("evil.pt");
     write_bytes(evil, malicious_pickle(canary));
     Attempt a = try_load(ctx, evil, saved);
-    const bool ran = std::filesystem::exists(canary);
+    const bool ran = posix_fs::exists(canary);
     m["malicious_pickle_rejected"] = a.rejected;
     m["malicious_pickle_ran_code"] = ran;
     if (!a.rejected || ran || !a.untouched) {

@@ -1,0 +1,61 @@
+#include "harness/posix_fs.h"
+
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace tc::posix_fs {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+void make_dirs(const std::string& path) {
+  if (path.empty() || exists(path)) return;
+  const std::string parent = dir_name(path);
+  if (parent != path && parent != ".") make_dirs(parent);
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw std::runtime_error("cannot create directory '" + path + "': " + std::strerror(errno));
+  }
+}
+
+void remove_tree(const std::string& path) {
+  ::nftw(
+      path.c_str(),
+      [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p) == 0 ? 0 : 0; },
+      16, FTW_DEPTH | FTW_PHYS);
+}
+
+std::string temp_dir() {
+  const char* t = std::getenv("TMPDIR");
+  return (t && *t) ? std::string(t) : std::string("/tmp");
+}
+
+std::string make_temp_dir(const std::string& prefix) {
+  std::string tmpl = temp_dir() + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw std::runtime_error("cannot create a directory like '" + tmpl + "': " + std::strerror(errno));
+  }
+  return tmpl;
+}
+
+std::string dir_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string base_name(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace tc::posix_fs

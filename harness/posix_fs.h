@@ -1,0 +1,26 @@
+// The few file-system operations torchconform needs, on POSIX calls.
+//
+// Why not std::filesystem: torch 2.11's libtorch.so exports its own copies of std::filesystem
+// functions (remove_all, create_directories, temp_directory_path, ...). A program linked against it
+// binds to those at run time, and remove_all crashed (SIGSEGV in a null call, seen with
+// torch==2.11.0+cu130 from PyPI). Code that runs next to LibTorch uses these instead.
+#pragma once
+
+#include <string>
+
+namespace tc::posix_fs {
+
+bool exists(const std::string& path);
+// mkdir -p; throws std::runtime_error naming the path and the reason.
+void make_dirs(const std::string& path);
+// rm -r; errors ignored (best effort, for scratch space).
+void remove_tree(const std::string& path);
+// $TMPDIR or /tmp.
+std::string temp_dir();
+// A new directory $TMPDIR/<prefix>XXXXXX; throws std::runtime_error if none can be made.
+std::string make_temp_dir(const std::string& prefix);
+// "a/b/c.json" -> "a/b" ("." when there is no slash); "c.json" for base_name.
+std::string dir_name(const std::string& path);
+std::string base_name(const std::string& path);
+
+}  // namespace tc::posix_fs
