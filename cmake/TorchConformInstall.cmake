@@ -34,6 +34,7 @@ install(FILES
 install(FILES
   reference/checkpoint.h
   reference/data.h
+  reference/loader_probe.h
   reference/model.h
   reference/recompute.h
   reference/reference_run.h

@@ -1,5 +1,6 @@
 #include "reference/data.h"
 
+#include <algorithm>
 #include <random>
 
 #include <torch/torch.h>
@@ -67,8 +68,15 @@ at::Tensor augment(const at::Tensor& images, uint64_t seed) {
   return batch * gain + 0.1 * torch::randn(batch.sizes(), g);
 }
 
+int64_t default_workers(bool host_trains) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());  // 0: unknown
+  return std::clamp<int64_t>(cores - (host_trains ? 1 : 0), 1, 8);
+}
+
 Loader::Loader(int64_t first, int64_t count, LoaderOptions options, MakeBatch make_batch)
     : first_(first), next_(first), count_(count), options_(options), make_batch_(std::move(make_batch)) {
+  TORCH_CHECK(options_.workers >= 0, "Loader: workers is ", options_.workers,
+              "; resolve -1 with default_workers() first");
   for (int64_t w = 0; w < options_.workers; ++w) threads_.emplace_back([this, w] { work(w); });
 }
 

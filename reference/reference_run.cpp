@@ -91,10 +91,20 @@ Batch ReferenceRun::make_batch(int64_t index) const {
   return b;
 }
 
+LoaderOptions ReferenceRun::resolved_loader(bool host_trains) const {
+  LoaderOptions o = config_.loader;
+  if (o.workers < 0) o.workers = default_workers(host_trains);
+  return o;
+}
+
 void ReferenceRun::start_loader(int64_t first) {
   loader_.reset();
-  loader_ = std::make_unique<Loader>(first, steps_per_epoch(), config_.loader,
+  loader_ = std::make_unique<Loader>(first, steps_per_epoch(), resolved_loader(options_.device.is_cpu()),
                                      [this](int64_t i) { return make_batch(i); });
+}
+
+at::Tensor ReferenceRun::to_device(const at::Tensor& host) {
+  return host.to(options_.device, /*non_blocking=*/true);
 }
 
 StepRecord ReferenceRun::train_step() {
@@ -115,8 +125,8 @@ StepRecord ReferenceRun::train_step() {
   rec.lr = optimizer_->param_groups().at(0).options().get_lr();
   rec.training_mode = model_->is_training();
 
-  at::Tensor x = batch->images.to(options_.device, /*non_blocking=*/true);  // (B, 3, S, S)
-  at::Tensor y = batch->labels.to(options_.device, /*non_blocking=*/true);  // (B)
+  at::Tensor x = to_device(batch->images);  // (B, 3, S, S)
+  at::Tensor y = to_device(batch->labels);  // (B)
   at::Tensor loss = forward_loss(x, y);
   optimisation_step(loss);
   scheduler_->step();

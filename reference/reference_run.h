@@ -15,6 +15,7 @@
 
 #include "reference/checkpoint.h"
 #include "reference/data.h"
+#include "reference/loader_probe.h"
 #include "reference/model.h"
 #include "reference/run.h"
 #include "reference/seed.h"
@@ -44,7 +45,7 @@ struct TrainConfig {
   double dropout = 0.5;
 };
 
-class ReferenceRun : public Run {
+class ReferenceRun : public Run, public LoaderProbe {
  public:
   explicit ReferenceRun(TrainConfig config = {}) : config_(std::move(config)) {}
 
@@ -68,6 +69,11 @@ class ReferenceRun : public Run {
 
   const SeedRecord& seed_record() const { return seed_record_; }
 
+  // LoaderProbe (reference/loader_probe.cpp): the data pipeline measured on its own.
+  DataWaitStats measure_data_wait(const LoaderProbeOptions& options) override;
+  std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
+  CopyTiming time_host_to_device_copy(int64_t bytes) override;
+
  protected:
   // --- practice slots -------------------------------------------------------------------------
   // Seeds everything, the loader's generator included, and records determinism.
@@ -82,6 +88,8 @@ class ReferenceRun : public Run {
   virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
   // Top of each training epoch: model.train(), sampler.set_epoch(epoch).
   virtual void begin_epoch();
+  // Host batch -> device: pinned memory copied with non_blocking (called on the training thread).
+  virtual at::Tensor to_device(const at::Tensor& host);
   // The full training state: model, optimizer, scheduler, progress, RNG states, sampler position.
   virtual std::vector<CheckpointPart> checkpoint_parts();
   // ----------------------------------------------------------------------------------------------
@@ -90,6 +98,8 @@ class ReferenceRun : public Run {
   EvalResult eval_loop();
   Batch make_batch(int64_t index) const;
   void start_loader(int64_t first);
+  // The loader options with the worker count resolved (-1: default_workers for this device).
+  LoaderOptions resolved_loader(bool host_trains) const;
 
   TrainConfig config_;
   RunOptions options_;

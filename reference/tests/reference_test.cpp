@@ -1,6 +1,9 @@
 #include <dirent.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -278,6 +281,58 @@ TEST(CheckpointFile, AFlippedPayloadByteFailsTheHash) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("c.pt"), std::string::npos) << e.what();
   }
+}
+
+// The data-wait measurement against a producer and a consumer of known cost, both sleeping so
+// that neither depends on how busy this machine's cores are. Producer cost P per batch, device
+// step T; steady state (after warm-up): workers 0 -> wait P per step, fraction P / (P + T);
+// one worker with P > T -> wait P - T, fraction (P - T) / P; producers faster than the device ->
+// no wait. Tolerance 0.07 absolute: sleep_for overshoots by up to ~1 ms per call on this shared
+// 2-core machine (seen: 0.1-0.8 ms), i.e. a few percent of a 10-20 ms period.
+double measured_fraction(int64_t workers, int64_t prefetch, int producer_ms, int step_ms) {
+  auto make = [producer_ms](int64_t i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(producer_ms));
+    return Batch{i, torch::zeros({2, 1}), torch::zeros({2})};
+  };
+  const int64_t warmup = 3, steps = 20;
+  Loader loader(0, warmup + steps, {workers, prefetch}, make);
+  SimulatedDevice device{std::chrono::milliseconds(step_ms)};
+  DataWaitStats s = time_data_wait(
+      [&]() -> int64_t {
+        auto b = loader.next();
+        return b ? b->images.size(0) : 0;
+      },
+      [&] { device.step(); }, warmup, steps);
+  EXPECT_EQ(s.steps, steps);
+  EXPECT_EQ(s.samples, 2 * steps);
+  return s.fraction();
+}
+
+TEST(DataWait, WorkersZeroWaitsTheWholeProducerCostEachStep) {
+  EXPECT_NEAR(measured_fraction(0, 1, 5, 10), 5.0 / 15.0, 0.07);
+}
+
+TEST(DataWait, OneSlowWorkerLeavesTheDeviceWaitingTheDifference) {
+  EXPECT_NEAR(measured_fraction(1, 2, 20, 10), 10.0 / 20.0, 0.07);
+}
+
+TEST(DataWait, EnoughWorkersWithPrefetchKeepTheDeviceFed) {
+  EXPECT_LT(measured_fraction(1, 2, 5, 10), 0.07);
+  EXPECT_LT(measured_fraction(2, 2, 15, 10), 0.07);
+}
+
+TEST(DataWait, DefaultWorkersFollowsTheMachine) {
+  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
+  EXPECT_EQ(default_workers(false), std::clamp<int64_t>(cores, 1, 8));
+  EXPECT_EQ(default_workers(true), std::clamp<int64_t>(cores - 1, 1, 8));
+}
+
+TEST(DataWait, CostlyBlurIsDeterministicAndKeepsShape) {
+  at::Tensor x = torch::randn({2, 3, 8, 8});
+  at::Tensor a = costly_blur(x, 5);
+  EXPECT_EQ(a.sizes(), x.sizes());
+  EXPECT_TRUE(torch::equal(a, costly_blur(x, 5)));
+  EXPECT_FALSE(torch::equal(a, x));
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ TC_REGISTER_RECIPE(tc::variants::NoSeed, "no_seed", "seed_everything is never ca
                    {"reproducibility"});
 TC_REGISTER_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
                    "augmentation in the loader's workers draws from an unseeded source",
-                   {"reproducibility"});
+                   {"reproducibility", "data_saturation"});
 TC_REGISTER_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
                    "torch is seeded but the loader's own generator is not",
                    {"reproducibility"});

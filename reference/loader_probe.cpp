@@ -1,0 +1,135 @@
+#include "reference/loader_probe.h"
+
+#include <thread>
+
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "reference/reference_run.h"
+
+namespace tc::ref {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+DataWaitStats time_data_wait(const std::function<int64_t()>& next, const std::function<void()>& step,
+                             int64_t warmup_steps, int64_t steps) {
+  DataWaitStats s;
+  s.warmup_steps = warmup_steps;
+  for (int64_t i = 0; i < warmup_steps; ++i) {
+    const auto t0 = Clock::now();
+    const int64_t n = next();
+    s.warmup_wait_s += seconds_since(t0);
+    TORCH_CHECK(n > 0, "time_data_wait: the loader ended during warm-up");
+    step();
+  }
+  const auto start = Clock::now();
+  for (int64_t i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    const int64_t n = next();
+    s.wait_s += seconds_since(t0);
+    if (n <= 0) break;
+    step();
+    s.samples += n;
+    ++s.steps;
+  }
+  s.wall_s = seconds_since(start);
+  return s;
+}
+
+at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) {
+  at::Tensor x = images;  // (B, C, H, W)
+  for (int64_t r = 0; r < rounds; ++r) {
+    x = (x + x.roll(1, 2) + x.roll(-1, 2) + x.roll(1, 3) + x.roll(-1, 3)) * 0.2;  // (B, C, H, W)
+  }
+  return x;
+}
+
+void SimulatedDevice::step() const { std::this_thread::sleep_for(step_time_); }
+
+DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
+  TORCH_CHECK(data_, "measure_data_wait: call setup() first");
+  loader_.reset();
+  epoch_ = 0;
+  position_ = 0;
+  begin_epoch();
+  const bool simulated = o.device.has_value();
+  const LoaderOptions lo =
+      o.loader ? *o.loader : resolved_loader(/*host_trains=*/!simulated && options_.device.is_cpu());
+  const int64_t spe = steps_per_epoch();
+  const bool cuda = options_.device.is_cuda();
+  // Batch i of the stretch is batch i % spe of the epoch: the same work as an epoch's batches,
+  // for as many steps as the measurement needs (the dataset has few batches per epoch).
+  Loader loader(0, o.warmup_steps + o.steps, lo, [&](int64_t i) {
+    Batch b = make_batch(i % spe);
+    if (o.extra_augment) {
+      b.images = o.extra_augment(b.images);
+      if (cuda) b.images = b.images.pin_memory();
+    }
+    return b;
+  });
+  std::optional<Batch> current;
+  auto next = [&]() -> int64_t {
+    current = loader.next();
+    return current ? current->images.size(0) : 0;
+  };
+  auto step = [&] {
+    if (simulated) {
+      o.device->step();
+      return;
+    }
+    at::Tensor x = to_device(current->images);  // (B, 3, S, S)
+    at::Tensor y = to_device(current->labels);  // (B)
+    at::Tensor loss = forward_loss(x, y);
+    optimisation_step(loss);
+    (void)loss.item<double>();  // the step is over when the device is done, as in train_step
+  };
+  DataWaitStats s = time_data_wait(next, step, o.warmup_steps, o.steps);
+  epoch_ = -1;  // the next train_step starts a fresh epoch
+  return s;
+}
+
+std::vector<at::Tensor> ReferenceRun::worker_augmentations(int64_t batches) {
+  TORCH_CHECK(data_, "worker_augmentations: call setup() first");
+  loader_.reset();
+  epoch_ = 0;
+  position_ = 0;
+  begin_epoch();
+  const at::Tensor probe = data_->images().narrow(0, 0, 4);  // (4, 3, S, S): one fixed input
+  const uint64_t epoch_seed = sampler_.epoch_seed();
+  Loader loader(0, batches, resolved_loader(options_.device.is_cpu()), [&](int64_t i) {
+    Batch b;
+    b.index = i;
+    b.images = augment(probe, augmentation_seed(epoch_seed, i));  // on a worker thread
+    return b;
+  });
+  std::vector<at::Tensor> out;
+  while (std::optional<Batch> b = loader.next()) out.push_back(b->images);
+  epoch_ = -1;
+  return out;
+}
+
+CopyTiming ReferenceRun::time_host_to_device_copy(int64_t bytes) {
+  TORCH_CHECK(options_.device.is_cuda(), "time_host_to_device_copy needs a CUDA device, the run is on ",
+              options_.device.str());
+  // Host memory as make_batch leaves it on CUDA: pinned.
+  at::Tensor host = torch::rand({std::max<int64_t>(1, bytes / 4)}).pin_memory();
+  to_device(host);  // warm-up: allocator, context
+  torch::cuda::synchronize();
+  const auto t0 = Clock::now();
+  at::Tensor dev = to_device(host);
+  CopyTiming t;
+  t.call_s = seconds_since(t0);
+  torch::cuda::synchronize();
+  t.total_s = seconds_since(t0);
+  t.pinned = host.is_pinned();
+  return t;
+}
+
+}  // namespace tc::ref

@@ -1,0 +1,248 @@
+// data_saturation: the device is never starved by the loader, and the loader's workers are seeded.
+//
+// Data-wait fraction = time the step loop blocks in the loader's next() / wall time of the steps
+// (after a warm-up that lets the prefetch queue fill). The device is the real train step on CUDA;
+// on CPU it is a SimulatedDevice that sleeps for a fixed step time, leaving the host's cores to
+// the workers as a GPU step does. Each batch carries a costly augmentation (costly_blur) sized
+// here, on this machine, so that making one batch takes kCostOverStep x the step time: one thread
+// cannot keep up, and the recipe's own loader must (data wait <= 5%).
+//
+// Worker seeding: the recipe's augmentation of one fixed input, made on its workers for each
+// batch position, must differ between batches of an epoch (no two workers sharing a stream) and
+// be identical across two runs with the same seed whatever the thread timing.
+//
+// On CUDA the batch's host-to-device copy must be asynchronous (pinned + non_blocking).
+//
+// For recipes that reach the device through the reference pipeline: the recipe must implement
+// tc::ref::LoaderProbe (reference/loader_probe.h); others get a skipped cell with that reason.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "harness/tensor_compare.h"
+#include "reference/loader_probe.h"
+
+namespace tc {
+namespace {
+
+using ref::DataWaitStats;
+using ref::LoaderOptions;
+using ref::LoaderProbe;
+using ref::LoaderProbeOptions;
+using ref::SimulatedDevice;
+
+// The seeds' bar: the device waits on data for at most 5% of its step time.
+constexpr double kMaxWaitFraction = 0.05;
+// Batch cost / step time. 1.2: one worker waits ~1 - 1/1.2 = 17% of the time (far above 5%),
+// while two workers need only 60% of a core each, which leaves room on a 2-core machine that is
+// also running other tests.
+constexpr double kCostOverStep = 1.2;
+// The simulated device's step on CPU: long next to timer and wake-up jitter (~0.1 ms), short
+// enough that a measurement of 30 steps stays under a second.
+constexpr auto kCpuStep = std::chrono::milliseconds(15);
+// Verdict measurements: contention from other processes only ever adds wait, so the smallest of
+// up to kAttempts measurements is the loader's own figure (timeit's argument); we stop at the first
+// that meets the bar.
+constexpr int kAttempts = 5;
+
+std::unique_ptr<Run> fresh(const CheckContext& ctx, LoaderProbe*& probe) {
+  std::unique_ptr<Run> run = ctx.make_run();
+  probe = dynamic_cast<LoaderProbe*>(run.get());
+  if (!probe) {
+    throw SkipCell("recipe '" + ctx.recipe +
+                   "' does not implement tc::ref::LoaderProbe (reference/loader_probe.h), so its "
+                   "loader cannot be measured apart from its step");
+  }
+  run->setup(run_options(ctx, ctx.seed));
+  return run;
+}
+
+nlohmann::json stats_json(const DataWaitStats& s) {
+  return {{"wait_fraction", s.fraction()}, {"samples_per_s", s.samples_per_s()}, {"wait_s", s.wait_s},
+          {"wall_s", s.wall_s}, {"steps", s.steps}, {"warmup_wait_s", s.warmup_wait_s}};
+}
+
+std::string pct(double f) { return format_double(100.0 * f, 3) + "%"; }
+
+struct Sizing {
+  std::optional<SimulatedDevice> device;  // nullopt: the real step (CUDA)
+  double step_s = 0.0;
+  int64_t rounds = 0;
+  double batch_cost_s = 0.0;  // measured with `rounds`, made on the training thread
+};
+
+// Seconds to make one batch with `rounds` of costly_blur, on the training thread (workers 0,
+// a device step of zero).
+double batch_cost(LoaderProbe& probe, int64_t rounds, int64_t steps) {
+  LoaderProbeOptions o;
+  o.loader = LoaderOptions{0, 1};
+  o.warmup_steps = 1;
+  o.steps = steps;
+  o.device = SimulatedDevice(std::chrono::microseconds(0));
+  if (rounds > 0) o.extra_augment = [rounds](const at::Tensor& x) { return ref::costly_blur(x, rounds); };
+  // The least of three: like the data wait, a cost measured on a shared machine only errs upward.
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < 3; ++r) best = std::min(best, probe.measure_data_wait(o).wait_s / static_cast<double>(steps));
+  return best;
+}
+
+Sizing size_augmentation(const CheckContext& ctx, LoaderProbe& probe) {
+  Sizing s;
+  if (ctx.device == "cuda") {
+    // The real step's own time: the recipe's loader, no extra cost; wall minus wait per step.
+    LoaderProbeOptions o;
+    o.steps = 20;
+    DataWaitStats st = probe.measure_data_wait(o);
+    s.step_s = (st.wall_s - st.wait_s) / std::max<int64_t>(1, st.steps);
+  } else {
+    s.device = SimulatedDevice(std::chrono::duration_cast<std::chrono::microseconds>(kCpuStep));
+    s.step_s = std::chrono::duration<double>(kCpuStep).count();
+  }
+  const int64_t probe_rounds = 200;
+  const double base = batch_cost(probe, 0, 6);
+  const double per_round = std::max(1e-7, (batch_cost(probe, probe_rounds, 6) - base) / probe_rounds);
+  s.rounds = std::max<int64_t>(1, std::llround((kCostOverStep * s.step_s - base) / per_round));
+  s.batch_cost_s = batch_cost(probe, s.rounds, 8);
+  return s;
+}
+
+DataWaitStats measure(LoaderProbe& probe, const Sizing& s, std::optional<LoaderOptions> loader, int64_t steps) {
+  LoaderProbeOptions o;
+  o.loader = loader;
+  o.steps = steps;
+  o.device = s.device;
+  const int64_t rounds = s.rounds;
+  o.extra_augment = [rounds](const at::Tensor& x) { return ref::costly_blur(x, rounds); };
+  return probe.measure_data_wait(o);
+}
+
+// "" when the workers' augmentations are distinct within an epoch and equal across two runs.
+std::string augmentation_problem(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  if (a.size() != b.size()) return "the two runs delivered different numbers of batches";
+  for (size_t i = 0; i < a.size(); ++i) {
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      if (torch::equal(a[i], a[j])) {
+        return "batches " + std::to_string(i) + " and " + std::to_string(j) +
+               " of one epoch got the same augmentation: workers share a random stream";
+      }
+    }
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) {
+      return "batch " + std::to_string(i) + "'s augmentation differs between two runs with seed " +
+             "(max |diff| " + format_double(max_abs_diff(a[i], b[i]), 3) +
+             "): the workers' augmentation is not seeded from the run's seed";
+    }
+  }
+  return "";
+}
+
+CheckResult check_data_saturation(const CheckContext& ctx) {
+  nlohmann::json m = nlohmann::json::object();
+  std::vector<std::string> problems;
+  LoaderProbe* probe = nullptr;
+  std::unique_ptr<Run> run = fresh(ctx, probe);
+  const bool judged_pass = Registry::global().expected(ctx.check, ctx.recipe) == Expected::kPass;
+
+  // 1. Worker seeding.
+  const int64_t aug_batches = 8;
+  {
+    LoaderProbe* probe_b = nullptr;
+    std::unique_ptr<Run> run_b = fresh(ctx, probe_b);
+    std::string p = augmentation_problem(probe->worker_augmentations(aug_batches),
+                                         probe_b->worker_augmentations(aug_batches));
+    m["augmentations_compared"] = aug_batches;
+    if (!p.empty()) problems.push_back(p);
+  }
+
+  // 2. Data wait with the recipe's own loader, against a device it must keep fed.
+  const Sizing s = size_augmentation(ctx, *probe);
+  m["device_step_s"] = s.step_s;
+  m["device"] = s.device ? "simulated (sleep)" : "real train step";
+  m["augment_rounds"] = s.rounds;
+  m["batch_cost_s"] = s.batch_cost_s;
+  m["batch_cost_over_step"] = s.batch_cost_s / s.step_s;
+  m["cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
+  m["default_workers"] = ref::default_workers(/*host_trains=*/false);
+  const int64_t steps = ctx.quick ? 20 : 30;
+  nlohmann::json attempts = nlohmann::json::array();
+  double best = 1.0;
+  DataWaitStats best_stats;
+  for (int a = 0; a < kAttempts && best > kMaxWaitFraction; ++a) {
+    DataWaitStats st = measure(*probe, s, std::nullopt, steps);
+    attempts.push_back(stats_json(st));
+    if (st.fraction() < best) {
+      best = st.fraction();
+      best_stats = st;
+    }
+  }
+  m["wait_attempts"] = attempts;
+  m["wait_fraction"] = best;
+  m["samples_per_s"] = best_stats.samples_per_s();
+  if (best > kMaxWaitFraction) {
+    problems.push_back("the step loop waited on data " + pct(best) + " of the time (best of " +
+                       std::to_string(attempts.size()) + ", bar " + pct(kMaxWaitFraction) +
+                       ") with batches costing " + format_double(s.batch_cost_s * 1e3, 3) + " ms against a " +
+                       format_double(s.step_s * 1e3, 3) + " ms step: the loader does not keep the device fed");
+  }
+
+  // 3. The sweep, for correct recipes: the smallest (workers, prefetch) that saturates the device.
+  if (judged_pass) {
+    std::vector<int64_t> workers = {0, 1, 2, 4};
+    const int64_t dw = ref::default_workers(false);
+    if (std::find(workers.begin(), workers.end(), dw) == workers.end()) workers.push_back(dw);
+    nlohmann::json sweep = nlohmann::json::array();
+    nlohmann::json smallest = nullptr;
+    for (int64_t w : workers) {
+      for (int64_t pf : {1, 2, 4}) {
+        if (w == 0 && pf > 1) continue;  // no queue without workers
+        DataWaitStats st = measure(*probe, s, LoaderOptions{w, pf}, ctx.quick ? 16 : 24);
+        nlohmann::json row = stats_json(st);
+        row["workers"] = w;
+        row["prefetch"] = pf;
+        sweep.push_back(row);
+        if (smallest.is_null() && st.fraction() <= kMaxWaitFraction) {
+          smallest = {{"workers", w}, {"prefetch", pf}};
+        }
+      }
+    }
+    m["sweep"] = sweep;
+    m["smallest_saturating"] = smallest;
+  }
+
+  // 4. On CUDA, the copy must not hold the host: an asynchronous call returns after the launch
+  // (microseconds), a synchronous one after the transfer; half the total splits them widely.
+  if (ctx.device == "cuda") {
+    ref::CopyTiming t = probe->time_host_to_device_copy(int64_t{64} << 20);
+    m["copy_call_s"] = t.call_s;
+    m["copy_total_s"] = t.total_s;
+    m["copy_pinned"] = t.pinned;
+    if (!(t.call_s < 0.5 * t.total_s)) {
+      problems.push_back("the host-to-device copy of a 64 MiB " + std::string(t.pinned ? "pinned" : "pageable") +
+                         " batch held the host " + format_double(t.call_s * 1e3, 3) + " ms of " +
+                         format_double(t.total_s * 1e3, 3) + " ms: the copy is synchronous");
+    }
+  }
+
+  if (!problems.empty()) {
+    std::string e = problems.front();
+    for (size_t i = 1; i < problems.size(); ++i) e += "; " + problems[i];
+    return CheckResult::fail(e, m);
+  }
+  return CheckResult::pass("data wait " + pct(best) + " of step time (bar " + pct(kMaxWaitFraction) +
+                               ", batch " + format_double(s.batch_cost_s * 1e3, 3) + " ms vs step " +
+                               format_double(s.step_s * 1e3, 3) + " ms); " + std::to_string(aug_batches) +
+                               " worker augmentations distinct within the epoch and equal across two runs",
+                           m);
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_REGISTER_CHECK("data_saturation",
+                  "the step loop waits on data for at most 5% of its time with a costly augmentation; "
+                  "workers' augmentations are distinct and reproducible; the copy to CUDA is asynchronous",
+                  tc::check_data_saturation);

@@ -1,0 +1,39 @@
+// Broken variants the data_saturation check must catch ("Keep the GPU fed").
+#include "harness/registry.h"
+#include "reference/reference_run.h"
+
+namespace tc::variants {
+namespace {
+
+ref::TrainConfig with_workers(int64_t workers) {
+  ref::TrainConfig c;
+  c.loader.workers = workers;
+  return c;
+}
+
+}  // namespace
+
+// Fail: `DataLoader(dataset, batch_size=32)`: no workers, every batch made on the training thread
+// between steps.
+class WorkersZero : public ref::ReferenceRun {
+ public:
+  WorkersZero() : ReferenceRun(with_workers(0)) {}
+};
+
+// Pinned host memory copied without non_blocking: the copy holds the host until it is done, so
+// pinning buys nothing ("pin_memory=True pays off only with non_blocking=True").
+class PinWithoutNonBlocking : public ref::ReferenceRun {
+ protected:
+  at::Tensor to_device(const at::Tensor& host) override {
+    return host.to(options_.device, /*non_blocking=*/false);
+  }
+};
+
+}  // namespace tc::variants
+
+TC_REGISTER_RECIPE(tc::variants::WorkersZero, "workers_0",
+                   "the loader has no workers: batches are made on the training thread",
+                   {"data_saturation"});
+TC_REGISTER_RECIPE_NEEDING("cuda", tc::variants::PinWithoutNonBlocking, "pin_without_non_blocking",
+                           "batches are pinned but copied to the device without non_blocking",
+                           {"data_saturation"});
