@@ -78,14 +78,7 @@ Report report_from_google_benchmark(const json& j) {
 }
 
 Report read_comparable_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ReportFormatError("cannot read report '" + path + "': " + std::strerror(errno));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
-  }
+  const json j = read_json_file(path);
   try {
     if (looks_like_google_benchmark(j)) return report_from_google_benchmark(j);
     return report_from_json(j);

@@ -88,15 +88,18 @@ Report report_from_json(const json& j) {
   }
 }
 
-Report read_report_file(const std::string& path) {
+json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportFormatError("cannot read report '" + path + "': " + std::strerror(errno));
-  json j;
   try {
-    j = json::parse(in);
+    return json::parse(in);
   } catch (const json::parse_error& e) {
     throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
   }
+}
+
+Report read_report_file(const std::string& path) {
+  const json j = read_json_file(path);
   try {
     return report_from_json(j);
   } catch (const ReportFormatError& e) {

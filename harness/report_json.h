@@ -22,4 +22,7 @@ nlohmann::json report_to_json(const Report& report);
 Report report_from_json(const nlohmann::json& j);
 Report read_report_file(const std::string& path);
 
+// Parses a JSON file; throws ReportFormatError naming the path when it cannot be read or parsed.
+nlohmann::json read_json_file(const std::string& path);
+
 }  // namespace tc
