@@ -4,6 +4,7 @@
 
 #include "harness/registry.h"
 #include "reference/recompute.h"
+#include "reference/derived_model.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -47,10 +48,7 @@ struct ReentrantImpl : ref::ImageClassifierImpl {
 class ReentrantDropsParamGrads : public ref::ReferenceRun {
  protected:
   ref::ImageClassifier build_model() override {
-    ref::ImageClassifier m(std::shared_ptr<ref::ImageClassifierImpl>(
-        std::make_shared<ReentrantImpl>(config_.data.classes, config_.data.image_size, config_.dropout)));
-    ref::init_weights(*m);
-    return m;
+    return ref::make_classifier<ReentrantImpl>(config_.data.classes, config_.data.image_size, config_.dropout);
   }
 };
 

@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "harness/registry.h"
+#include "reference/derived_model.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -22,10 +23,7 @@ struct LayerInForwardImpl : ref::ImageClassifierImpl {
 class LayerInForward : public ref::ReferenceRun {
  protected:
   ref::ImageClassifier build_model() override {
-    ref::ImageClassifier m(std::shared_ptr<ref::ImageClassifierImpl>(std::make_shared<LayerInForwardImpl>(config_.data.classes,
-                                                                config_.data.image_size, config_.dropout)));
-    ref::init_weights(*m);
-    return m;
+    return ref::make_classifier<LayerInForwardImpl>(config_.data.classes, config_.data.image_size, config_.dropout);
   }
 };
 

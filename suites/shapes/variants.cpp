@@ -2,6 +2,7 @@
 #include <torch/torch.h>
 
 #include "harness/registry.h"
+#include "reference/derived_model.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -19,10 +20,7 @@ struct ViewFlattenImpl : ref::ImageClassifierImpl {
 class ViewFlatten : public ref::ReferenceRun {
  protected:
   ref::ImageClassifier build_model() override {
-    ref::ImageClassifier m(std::shared_ptr<ref::ImageClassifierImpl>(std::make_shared<ViewFlattenImpl>(config_.data.classes,
-                                                             config_.data.image_size, config_.dropout)));
-    ref::init_weights(*m);
-    return m;
+    return ref::make_classifier<ViewFlattenImpl>(config_.data.classes, config_.data.image_size, config_.dropout);
   }
 };
 
