@@ -3,9 +3,14 @@
 // Data-wait fraction = time the step loop blocks in the loader's next() / wall time of the steps
 // (after a warm-up that lets the prefetch queue fill). The device is the real train step on CUDA;
 // on CPU it is a SimulatedDevice that sleeps for a fixed step time, leaving the host's cores to
-// the workers as a GPU step does. Each batch carries a costly augmentation (costly_blur) sized
-// here, on this machine, so that making one batch takes kCostOverStep x the step time: one thread
-// cannot keep up, and the recipe's own loader must (data wait <= 5%).
+// the workers as a GPU step does. Each batch costs kCostOverStep x the step time to make, sized
+// here, on this machine: kCpuShare of the step in a costly augmentation (costly_blur, CPU) and
+// kReadShare in a read latency (a sleep, as a file or object-store read waits on storage without
+// using a core). One thread making batches cannot keep up; the recipe's own loader must (data
+// wait <= 5%). Why not all CPU: a loader that needs more than one core cannot be told from a
+// starved one on a 2-core machine where another process holds a core (measured: 16.7% wait, best
+// of 5, for the reference's 2 workers with an all-CPU augmentation while a compiler ran); with
+// half the cost on the CPU, the reference's 2 workers need 0.5 core.
 //
 // Worker seeding: the recipe's augmentation of one fixed input, made on its workers for each
 // batch position, must differ between batches of an epoch (no two workers sharing a stream) and
@@ -15,8 +20,11 @@
 //
 // For recipes that reach the device through the reference pipeline: the recipe must implement
 // tc::ref::LoaderProbe (reference/loader_probe.h); others get a skipped cell with that reason.
+#include <dirent.h>
+
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <thread>
 
@@ -36,13 +44,19 @@ using ref::SimulatedDevice;
 
 // The seeds' bar: the device waits on data for at most 5% of its step time.
 constexpr double kMaxWaitFraction = 0.05;
-// Batch cost / step time. 1.2: one worker waits ~1 - 1/1.2 = 17% of the time (far above 5%),
-// while two workers need only 60% of a core each, which leaves room on a 2-core machine that is
-// also running other tests.
-constexpr double kCostOverStep = 1.2;
-// The simulated device's step on CPU: long next to timer and wake-up jitter (~0.1 ms), short
-// enough that a measurement of 30 steps stays under a second.
-constexpr auto kCpuStep = std::chrono::milliseconds(15);
+// Batch cost / step time. 1.2: one worker waits ~1 - 1/1.2 = 17% of the time (far above 5%);
+// two workers need 0.5 core in all (kCpuShare), which leaves room on a 2-core machine that is
+// also running other work.
+constexpr double kCpuShare = 0.5;   // costly_blur, x step time
+constexpr double kReadShare = 0.7;  // read latency, x step time
+constexpr double kCostOverStep = kCpuShare + kReadShare;
+// The simulated device's step on CPU: long next to timer and wake-up jitter (~0.1 ms) and to a
+// scheduler time slice (a few ms, what a worker loses when another process takes its core), short
+// enough that a measurement of 30 steps stays around a second.
+constexpr auto kCpuStep = std::chrono::milliseconds(30);
+// Steps run before the measured stretch: the workers' queue fills (with the reference's 2 workers x
+// prefetch 4 and batches at 1.2 x the step, about 8 steps to reach a steady state).
+constexpr int64_t kWarmupSteps = 8;
 // Verdict measurements: contention from other processes only ever adds wait, so the smallest of
 // up to kAttempts measurements is the loader's own figure (timeit's argument); we stop at the first
 // that meets the bar.
@@ -67,22 +81,60 @@ nlohmann::json stats_json(const DataWaitStats& s) {
 
 std::string pct(double f) { return format_double(100.0 * f, 3) + "%"; }
 
+// Seconds this process's threads have spent runnable but waiting for a CPU (the second field of
+// Linux's /proc/self/task/<tid>/schedstat, summed over threads alive now); -1 where unavailable.
+// Over a measurement it tells a loader that is too slow from one whose cores were taken by other
+// processes: the workers then queue for a CPU instead of making batches.
+double run_queue_delay_s() {
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return -1.0;
+  double total_ns = 0.0;
+  bool any = false;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/schedstat");
+    double on_cpu = 0, waiting = 0;
+    if (f >> on_cpu >> waiting) {
+      total_ns += waiting;
+      any = true;
+    }
+  }
+  closedir(dir);
+  return any ? total_ns * 1e-9 : -1.0;
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string one;
+  return (f >> one) ? one : std::string("unknown");
+}
+
 struct Sizing {
   std::optional<SimulatedDevice> device;  // nullopt: the real step (CUDA)
   double step_s = 0.0;
   int64_t rounds = 0;
-  double batch_cost_s = 0.0;  // measured with `rounds`, made on the training thread
+  std::chrono::microseconds read_latency{0};
+  double batch_cost_s = 0.0;  // measured with `rounds` and the latency, made on the training thread
 };
 
-// Seconds to make one batch with `rounds` of costly_blur, on the training thread (workers 0,
-// a device step of zero).
-double batch_cost(LoaderProbe& probe, int64_t rounds, int64_t steps) {
+// The check's extra per-batch work, on whichever thread makes the batch.
+std::function<at::Tensor(const at::Tensor&)> costly_batch(int64_t rounds, std::chrono::microseconds latency) {
+  return [rounds, latency](const at::Tensor& x) {
+    if (latency.count() > 0) std::this_thread::sleep_for(latency);  // the read
+    return rounds > 0 ? ref::costly_blur(x, rounds) : x;
+  };
+}
+
+// Seconds to make one batch with `rounds` of costly_blur and a read latency, on the training
+// thread (workers 0, a device step of zero).
+double batch_cost(LoaderProbe& probe, int64_t rounds, int64_t steps,
+                  std::chrono::microseconds latency = std::chrono::microseconds(0)) {
   LoaderProbeOptions o;
   o.loader = LoaderOptions{0, 1};
   o.warmup_steps = 1;
   o.steps = steps;
   o.device = SimulatedDevice(std::chrono::microseconds(0));
-  if (rounds > 0) o.extra_augment = [rounds](const at::Tensor& x) { return ref::costly_blur(x, rounds); };
+  if (rounds > 0 || latency.count() > 0) o.extra_augment = costly_batch(rounds, latency);
   // The least of three: like the data wait, a cost measured on a shared machine only errs upward.
   double best = std::numeric_limits<double>::infinity();
   for (int r = 0; r < 3; ++r) best = std::min(best, probe.measure_data_wait(o).wait_s / static_cast<double>(steps));
@@ -104,18 +156,19 @@ Sizing size_augmentation(const CheckContext& ctx, LoaderProbe& probe) {
   const int64_t probe_rounds = 200;
   const double base = batch_cost(probe, 0, 6);
   const double per_round = std::max(1e-7, (batch_cost(probe, probe_rounds, 6) - base) / probe_rounds);
-  s.rounds = std::max<int64_t>(1, std::llround((kCostOverStep * s.step_s - base) / per_round));
-  s.batch_cost_s = batch_cost(probe, s.rounds, 8);
+  s.rounds = std::max<int64_t>(1, std::llround((kCpuShare * s.step_s - base) / per_round));
+  s.read_latency = std::chrono::microseconds(std::llround(kReadShare * s.step_s * 1e6));
+  s.batch_cost_s = batch_cost(probe, s.rounds, 8, s.read_latency);
   return s;
 }
 
 DataWaitStats measure(LoaderProbe& probe, const Sizing& s, std::optional<LoaderOptions> loader, int64_t steps) {
   LoaderProbeOptions o;
   o.loader = loader;
+  o.warmup_steps = kWarmupSteps;
   o.steps = steps;
   o.device = s.device;
-  const int64_t rounds = s.rounds;
-  o.extra_augment = [rounds](const at::Tensor& x) { return ref::costly_blur(x, rounds); };
+  o.extra_augment = costly_batch(s.rounds, s.read_latency);
   return probe.measure_data_wait(o);
 }
 
@@ -163,6 +216,8 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   m["device_step_s"] = s.step_s;
   m["device"] = s.device ? "simulated (sleep)" : "real train step";
   m["augment_rounds"] = s.rounds;
+  m["augment_cpu_share_of_step"] = kCpuShare;
+  m["read_latency_s"] = std::chrono::duration<double>(s.read_latency).count();
   m["batch_cost_s"] = s.batch_cost_s;
   m["batch_cost_over_step"] = s.batch_cost_s / s.step_s;
   m["cores"] = static_cast<int64_t>(std::thread::hardware_concurrency());
@@ -171,12 +226,20 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   nlohmann::json attempts = nlohmann::json::array();
   double best = 1.0;
   DataWaitStats best_stats;
+  double best_delay = -1.0;
   for (int a = 0; a < kAttempts && best > kMaxWaitFraction; ++a) {
+    const double d0 = run_queue_delay_s();
     DataWaitStats st = measure(*probe, s, std::nullopt, steps);
-    attempts.push_back(stats_json(st));
+    const double d1 = run_queue_delay_s();
+    nlohmann::json aj = stats_json(st);
+    const double delay = (d0 >= 0 && d1 >= 0) ? std::max(0.0, d1 - d0) : -1.0;
+    aj["run_queue_delay_s"] = delay;
+    aj["load_average_1m"] = load_average();
+    attempts.push_back(aj);
     if (st.fraction() < best) {
       best = st.fraction();
       best_stats = st;
+      best_delay = delay;
     }
   }
   m["wait_attempts"] = attempts;
@@ -186,7 +249,12 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
     problems.push_back("the step loop waited on data " + pct(best) + " of the time (best of " +
                        std::to_string(attempts.size()) + ", bar " + pct(kMaxWaitFraction) +
                        ") with batches costing " + format_double(s.batch_cost_s * 1e3, 3) + " ms against a " +
-                       format_double(s.step_s * 1e3, 3) + " ms step: the loader does not keep the device fed");
+                       format_double(s.step_s * 1e3, 3) + " ms step: the loader does not keep the device fed" +
+                       (best_delay > 0.1 * best_stats.wall_s
+                            ? " (in that attempt its threads also waited " + format_double(best_delay * 1e3, 3) +
+                                  " ms for a CPU; load average " + load_average() + " on " +
+                                  std::to_string(std::thread::hardware_concurrency()) + " cores)"
+                            : std::string()));
   }
 
   // 3. The sweep, for correct recipes: the smallest (workers, prefetch) that saturates the device.
