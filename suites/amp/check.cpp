@@ -3,9 +3,10 @@
 // Drives the recipe through tc::ref::AmpProbe (reference/amp_probe.h): the check asks for mixed
 // precision in a dtype; how the recipe does it is what is measured.
 //
-// 1. parity: N mixed-precision steps against N fp32 steps from the same start (with a scaler:
-//    the start is the checkpoint taken once the scale has settled, two steps without overflow,
-//    since PyTorch's scaler skips the first steps by design while it calibrates). Loss of each step
+// 1. parity: N mixed-precision steps against N fp32 steps from the same start, run one after the
+//    other (with a scaler: the start is the checkpoint taken once the scale has backed off, since
+//    PyTorch's scaler skips overflowing steps by design while it calibrates; if it backs off again
+//    within the N steps, the comparison starts over from there, 3 tries). Loss of each step
 //    and the parameters' total update within 8u relative, u the dtype's unit roundoff (bf16 2^-8,
 //    fp16 2^-11): each lower-precision op rounds its two operands (2u) and a step's forward and
 //    backward chain through at most four of them on any path (conv, linear forward; linear, conv
@@ -86,6 +87,14 @@ at::Tensor flat(const NamedTensors& params, bool grads) {
 }
 
 double l2(const at::Tensor& t) { return t.norm().item<double>(); }
+
+// A recipe that overrides its step without calling AmpProbe's after-backward hook cannot be
+// measured; that is the recipe's failure (outcome fail), not the harness's.
+[[noreturn]] void hook_not_called() {
+  throw std::runtime_error(
+      "the recipe's train step never called the AmpProbe after-backward hook (set_after_backward), so "
+      "its raw gradients cannot be measured");
+}
 
 std::string sci(double v) {
   std::ostringstream s;
@@ -188,7 +197,8 @@ double small_gradient_weight(const CheckContext& ctx) {
   at::Tensor raw;
   f.probe->set_after_backward([&raw](const NamedTensors& ps) { raw = flat(ps, true); });
   f.run->train_step();
-  if (!raw.defined() || raw.numel() == 0) throw HarnessError("the recipe's step produced no gradient");
+  if (!raw.defined()) hook_not_called();
+  if (raw.numel() == 0) throw std::runtime_error("the recipe's fp32 step produced no gradient");
   at::Tensor nz = raw.abs();
   nz = nz.masked_select(nz > 0);
   if (nz.numel() == 0) throw HarnessError("every gradient element of the fp32 step is zero");
@@ -239,12 +249,14 @@ void accounting(const CheckContext& ctx, double w, std::vector<std::string>& pro
   o.scaler.growth_interval = interval;
   Amp a = fresh(ctx, o);
   int64_t now = -1;
-  a.probe->set_after_backward([&now, inject](const NamedTensors& ps) {
+  bool injected = false;
+  a.probe->set_after_backward([&now, &injected, inject](const NamedTensors& ps) {
     if (now != inject) return;
     for (const auto& [n, p] : ps) {
       if (!p.grad().defined()) continue;
       torch::NoGradGuard no_grad;
       p.grad().view({-1}).select(0, 0).fill_(std::numeric_limits<double>::infinity());
+      injected = true;
       return;
     }
   });
@@ -273,6 +285,7 @@ void accounting(const CheckContext& ctx, double w, std::vector<std::string>& pro
     auto st = a.probe->scaler_state();
     per_step.push_back({{"step", t}, {"skipped", skipped}, {"scale", st ? nlohmann::json(st->scale) : nlohmann::json()},
                         {"expected_scale", sim}});
+    if (t == inject && !injected) hook_not_called();
     if (t == inject && !skipped) {
       const bool finite = torch::isfinite(after).all().item<bool>();
       bad.push_back("step " + std::to_string(t) + " had an inf injected into a gradient and the optimizer stepped" +
@@ -318,6 +331,7 @@ void clipping(const CheckContext& ctx, double max_norm, std::vector<std::string>
     const at::Tensor before = flat(a.run->parameters(), false);
     a.run->train_step();
     if (torch::equal(before, flat(a.run->parameters(), false))) continue;  // skipped by the scaler
+    if (!raw.defined()) hook_not_called();
     const double norm_g = l2(raw) / scale;
     const double norm_f = l2(flat(a.run->parameters(), true));
     const double expected = norm_g > max_norm ? max_norm * norm_g / (norm_g + 1e-6) : norm_g;
