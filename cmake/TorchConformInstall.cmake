@@ -32,8 +32,12 @@ install(FILES
   harness/registry.h
   DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness)
 install(FILES
+  reference/amp_probe.h
+  reference/amp_step.h
+  reference/autocast.h
   reference/checkpoint.h
   reference/data.h
+  reference/grad_scaler.h
   reference/loader_probe.h
   reference/model.h
   reference/recompute.h

@@ -21,7 +21,7 @@ target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOU
 tc_torch_link_fixups(tc_harness_tests)
 gtest_discover_tests(tc_harness_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
 
-add_executable(tc_reference_tests reference/tests/reference_test.cpp)
+add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
 target_link_libraries(tc_reference_tests PRIVATE tc_reference tc_check_support GTest::gtest_main)
 tc_use_torch_pch(tc_reference_tests)
 tc_torch_link_fixups(tc_reference_tests)

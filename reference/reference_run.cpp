@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "harness/atomic_file.h"
+#include "reference/autocast.h"
 #include "reference/compat.h"
 
 namespace tc::ref {
@@ -48,6 +49,7 @@ void ReferenceRun::setup(const RunOptions& options) {
                                 .momentum(config_.momentum)
                                 .weight_decay(config_.weight_decay));
   scheduler_ = std::make_unique<ResumableStepLR>(*optimizer_, config_.lr_step_size, config_.lr_gamma);
+  scaler_ = make_grad_scaler();
   loader_.reset();
   epoch_ = -1;
   position_ = 0;
@@ -136,14 +138,34 @@ StepRecord ReferenceRun::train_step() {
 }
 
 at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
-  return torch::nn::functional::cross_entropy(model_->forward(x), y);  // scalar
+  std::optional<AutocastGuard> autocast;
+  if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
+  at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);  // scalar, fp32
+  return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+}
+
+std::unique_ptr<GradScaler> ReferenceRun::make_grad_scaler() {
+  GradScalerOptions o = amp_.scaler;
+  o.enabled = amp_.dtype == c10::kHalf;  // a disabled scaler: scale, unscale_, update do nothing
+  return std::make_unique<GradScaler>(o);
+}
+
+void ReferenceRun::after_backward() {
+  if (after_backward_) after_backward_(parameters());
 }
 
 void ReferenceRun::optimisation_step(const at::Tensor& loss) {
   optimizer_->zero_grad(/*set_to_none=*/true);
-  loss.backward();
+  scaler_->scale(loss).backward();
+  after_backward();
+  scaler_->unscale_(*optimizer_);  // clip the true gradients, not the scaled ones
   torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
-  optimizer_->step();
+  scaler_->step(*optimizer_);      // skipped when a gradient is inf/NaN
+  scaler_->update();
+}
+
+std::optional<GradScalerState> ReferenceRun::scaler_state() const {
+  return scaler_ ? scaler_->state_dict() : std::nullopt;
 }
 
 at::Tensor ReferenceRun::example_input(int64_t batch) const {
@@ -227,6 +249,8 @@ std::vector<CheckpointPart> ReferenceRun::checkpoint_parts() {
   parts.push_back({"scheduler",
                    [this](OutputArchive& a) { a.write("step_count", c10::IValue(scheduler_->step_count())); },
                    [this](InputArchive& a) { scheduler_->set_step_count(read_int(a, "step_count")); }});
+  parts.push_back({"scaler", [this](OutputArchive& a) { scaler_->save(a); },
+                   [this](InputArchive& a) { scaler_->load(a); }});
   parts.push_back({"progress",
                    [this](OutputArchive& a) {
                      a.write("epoch", c10::IValue(epoch_));
@@ -306,6 +330,11 @@ NamedTensors ReferenceRun::optimizer_state() const {
     if (it == state.end()) continue;
     const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
     out.emplace_back(p.key() + ".momentum_buffer", s.momentum_buffer());
+  }
+  if (scaler_ && scaler_->is_enabled() && scaler_->scale_tensor().defined()) {
+    // The scaler is optimisation state too: its scale and growth tracker decide future steps.
+    out.emplace_back("grad_scaler.scale", scaler_->scale_tensor());
+    out.emplace_back("grad_scaler.growth_tracker", torch::full({}, scaler_->growth_tracker(), torch::kInt64));
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include "reference/amp_probe.h"
 #include "reference/checkpoint.h"
 #include "reference/data.h"
 #include "reference/loader_probe.h"
@@ -45,7 +46,7 @@ struct TrainConfig {
   double dropout = 0.5;
 };
 
-class ReferenceRun : public Run, public LoaderProbe {
+class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
  public:
   explicit ReferenceRun(TrainConfig config = {}) : config_(std::move(config)) {}
 
@@ -74,6 +75,15 @@ class ReferenceRun : public Run, public LoaderProbe {
   std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
   CopyTiming time_host_to_device_copy(int64_t bytes) override;
 
+  // AmpProbe: mixed precision is off unless set_amp() asks for it before setup(). On: the forward
+  // and loss under autocast to that dtype; for fp16 a GradScaler (PyTorch's defaults), the
+  // gradients unscaled before clipping; bf16 needs no scaler (fp32's exponent range).
+  void set_amp(const AmpOptions& options) override { amp_ = options; }
+  void set_after_backward(std::function<void(const NamedTensors&)> hook) override {
+    after_backward_ = std::move(hook);
+  }
+  std::optional<GradScalerState> scaler_state() const override;
+
  protected:
   // --- practice slots -------------------------------------------------------------------------
   // Seeds everything, the loader's generator included, and records determinism.
@@ -82,8 +92,10 @@ class ReferenceRun : public Run, public LoaderProbe {
   virtual ImageClassifier build_model();
   // Forward and loss for one batch already on the device.
   virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
-  // zero_grad(set_to_none) -> backward -> clip -> step.
+  // zero_grad(set_to_none) -> backward (of the scaled loss) -> unscale_ -> clip -> step -> update.
   virtual void optimisation_step(const at::Tensor& loss);
+  // The gradient scaler: PyTorch's defaults (amp_.scaler), enabled for fp16 only.
+  virtual std::unique_ptr<GradScaler> make_grad_scaler();
   // The seed a batch's augmentation draws from (called on worker threads).
   virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
   // Top of each training epoch: model.train(), sampler.set_epoch(epoch).
@@ -93,6 +105,9 @@ class ReferenceRun : public Run, public LoaderProbe {
   // The full training state: model, optimizer, scheduler, progress, RNG states, sampler position.
   virtual std::vector<CheckpointPart> checkpoint_parts();
   // ----------------------------------------------------------------------------------------------
+
+  bool amp_on() const { return amp_.dtype != c10::kFloat; }
+  void after_backward();
 
   // The evaluation loop shared by evaluate() and its variants: forward every held-out batch.
   EvalResult eval_loop();
@@ -115,6 +130,9 @@ class ReferenceRun : public Run, public LoaderProbe {
   int64_t epoch_ = -1;    // current epoch, -1 before the first
   int64_t position_ = 0;  // batches consumed in the current epoch
   int64_t step_ = 0;      // optimisation steps taken
+  AmpOptions amp_;
+  std::unique_ptr<GradScaler> scaler_;
+  std::function<void(const NamedTensors&)> after_backward_;
 };
 
 }  // namespace tc::ref

@@ -24,17 +24,19 @@ TEST(Teeth, EveryVariantTargetsAKnownCheck) {
 TEST(Teeth, AHarmlessVariantIsReportedMissedAndFailsTheRun) {
   Registry reg;
   for (const CheckInfo& c : Registry::global().checks()) reg.add_check(c);
-  reg.add_recipe({"harmless", "breaks nothing", {"reproducibility", "eval_mode"},
+  reg.add_recipe({"harmless", "breaks nothing", {"reproducibility", "eval_mode", "amp"},
                   [] { return std::unique_ptr<::tc::Run>(new HarmlessVariant()); }, __FILE__, __LINE__});
   RunPlan plan;
   plan.devices = {{"cpu", true, ""}};
-  plan.checks = {"reproducibility", "eval_mode", "resume_equality"};
+  plan.checks = {"reproducibility", "eval_mode", "resume_equality", "amp"};
   plan.seed = 3;
   auto cells = run_cells(reg, plan);
-  ASSERT_EQ(cells.size(), 3u);
+  ASSERT_EQ(cells.size(), 4u);
   EXPECT_EQ(cells[0].verdict, Verdict::kMissed) << cells[0].evidence;
   EXPECT_EQ(cells[1].verdict, Verdict::kMissed) << cells[1].evidence;
   EXPECT_EQ(cells[2].expected, Expected::kAny);
+  EXPECT_EQ(cells[3].check, "amp");
+  EXPECT_EQ(cells[3].verdict, Verdict::kMissed) << cells[3].evidence;
   EXPECT_EQ(exit_code_for(cells), 1);
 }
 
@@ -68,6 +70,50 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
       EXPECT_EQ(c.evidence.find("recipe threw"), std::string::npos) << c.evidence;
     }
   }
+}
+
+// Each mixed-precision variant is caught by the promise it breaks, not by another one by chance;
+// no_scaler_state only by resume_equality's fp16 pass.
+TEST(Teeth, EachMixedPrecisionVariantIsCaughtByThePromiseItBreaks) {
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {"amp", "resume_equality"};
+  plan.recipes = {"reference", "manual_half", "fp16_without_scaler", "clip_before_unscale", "no_scaler_state"};
+  plan.seed = 5;
+  auto cells = run_cells(Registry::global(), plan);
+  auto find = [&](const std::string& check, const std::string& recipe) -> const Cell& {
+    for (const Cell& c : cells) {
+      if (c.check == check && c.recipe == recipe) return c;
+    }
+    throw std::runtime_error("no cell " + check + " / " + recipe);
+  };
+  auto failed = [](const Cell& c, const std::string& promise) {
+    return c.evidence.find("- " + promise) != std::string::npos;
+  };
+  const Cell& ref = find("amp", "reference");
+  EXPECT_EQ(ref.outcome, Outcome::kPass) << ref.evidence;
+  for (const char* held : {"bf16 parity", "fp16 parity", "underflow", "scaler accounting", "clipping", "throughput"}) {
+    EXPECT_NE(ref.evidence.find(held), std::string::npos) << held << "\n" << ref.evidence;
+  }
+  const Cell& half = find("amp", "manual_half");
+  EXPECT_TRUE(failed(half, "underflow") && failed(half, "scaler accounting") && failed(half, "bf16 parity"))
+      << half.evidence;
+  const Cell& noscaler = find("amp", "fp16_without_scaler");
+  EXPECT_TRUE(failed(noscaler, "underflow") && failed(noscaler, "scaler accounting")) << noscaler.evidence;
+  EXPECT_FALSE(failed(noscaler, "clipping")) << noscaler.evidence;
+  const Cell& clip = find("amp", "clip_before_unscale");
+  EXPECT_TRUE(failed(clip, "clipping")) << clip.evidence;
+  EXPECT_FALSE(failed(clip, "underflow") || failed(clip, "scaler accounting")) << clip.evidence;
+  const Cell& resume = find("resume_equality", "no_scaler_state");
+  EXPECT_EQ(resume.verdict, Verdict::kOk) << resume.evidence;
+  EXPECT_EQ(resume.outcome, Outcome::kFail);
+  // The fp32 pass held (first line); the fp16 pass diverged.
+  EXPECT_NE(resume.evidence.substr(0, resume.evidence.find('\n')).find("bitwise equal"), std::string::npos)
+      << resume.evidence;
+  const size_t amp_pass = resume.evidence.find("with fp16 autocast + GradScaler:");
+  ASSERT_NE(amp_pass, std::string::npos) << resume.evidence;
+  EXPECT_NE(resume.evidence.find("\n- ", amp_pass), std::string::npos) << resume.evidence;
+  EXPECT_EQ(find("resume_equality", "reference").outcome, Outcome::kPass);
 }
 
 }  // namespace

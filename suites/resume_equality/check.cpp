@@ -1,20 +1,37 @@
 // resume_equality: N steps straight == k steps + save + brand-new objects (global RNGs disturbed)
 // + load + N-k steps, with k inside an epoch: losses, parameters and optimizer state bitwise equal.
+// For a recipe that implements tc::ref::AmpProbe, the same again with fp16 mixed precision: the
+// GradScaler's scale and growth tracker (part of the optimizer state) must resume too; at the
+// default scale 2^16 the first fp16 steps overflow and back the scale off, so a resume that
+// forgets the scaler starts over at 2^16 and skips steps the straight run took.
 #include <random>
 
 #include <torch/torch.h>
 
 #include "harness/tensor_compare.h"
+#include "reference/amp_probe.h"
 
 namespace tc {
 namespace {
 
-CheckResult check_resume_equality(const CheckContext& ctx) {
+struct Scenario {
+  std::vector<std::string> problems;
+  nlohmann::json metrics;
+  std::string summary;
+};
+
+// The scenario once; `amp`: with mixed precision (set through AmpProbe before every setup).
+Scenario resume_scenario(const CheckContext& ctx, ref::AmpOptions* amp) {
   ScratchDir scratch;
   const std::string path = scratch.file("resume.pt");
+  auto make = [&] {
+    std::unique_ptr<Run> r = ctx.make_run();
+    if (amp) dynamic_cast<ref::AmpProbe&>(*r).set_amp(*amp);
+    r->setup(run_options(ctx, ctx.seed));
+    return r;
+  };
 
-  std::unique_ptr<Run> straight = ctx.make_run();
-  straight->setup(run_options(ctx, ctx.seed));
+  std::unique_ptr<Run> straight = make();
   const int64_t spe = straight->steps_per_epoch();
   const int64_t k = spe + spe / 2;  // mid-way through the second epoch
   const int64_t n = 2 * spe + 2;    // and on across the next epoch boundary
@@ -26,15 +43,13 @@ CheckResult check_resume_equality(const CheckContext& ctx) {
 
   std::vector<double> resumed;
   {
-    std::unique_ptr<Run> first = ctx.make_run();
-    first->setup(run_options(ctx, ctx.seed));
+    std::unique_ptr<Run> first = make();
     for (int64_t i = 0; i < k; ++i) resumed.push_back(first->train_step().loss);
     first->save_checkpoint(path);
   }
   // Brand-new objects, as a new process would build them; then disturb the global generators
   // (other work done before the load), so that only what the checkpoint restores is restored.
-  std::unique_ptr<Run> second = ctx.make_run();
-  second->setup(run_options(ctx, ctx.seed));
+  std::unique_ptr<Run> second = make();
   torch::manual_seed(std::random_device{}());
   (void)torch::rand({257});
   second->load_checkpoint(path);
@@ -42,10 +57,12 @@ CheckResult check_resume_equality(const CheckContext& ctx) {
   const NamedTensors params_resumed = snapshot(second->parameters());
   const NamedTensors opt_resumed = snapshot(second->optimizer_state());
 
-  nlohmann::json m = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
-                      {"loss_curve_straight", expected}, {"loss_curve_resumed", resumed},
-                      {"optimizer_state_tensors", opt_expected.size()}};
-  std::vector<std::string> problems;
+  Scenario o;
+  nlohmann::json& m = o.metrics;
+  m = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
+       {"loss_curve_straight", expected}, {"loss_curve_resumed", resumed},
+       {"optimizer_state_tensors", opt_expected.size()}};
+  std::vector<std::string>& problems = o.problems;
   auto curve = first_difference(expected, resumed);
   m["first_divergence_step"] = curve ? nlohmann::json(*curve) : nlohmann::json(nullptr);
   if (curve) problems.push_back("losses diverge at " + describe_curve_difference(expected, resumed, *curve));
@@ -62,19 +79,45 @@ CheckResult check_resume_equality(const CheckContext& ctx) {
     problems.push_back("optimizer state '" + opt->name + "' differs (max |diff| " +
                        format_double(opt->max_abs_diff, 3) + ")" + opt->detail);
   }
-  if (!problems.empty()) {
-    std::string ev = std::to_string(n) + " steps straight vs " + std::to_string(k) +
-                     " + save/load + " + std::to_string(n - k) + ":";
-    for (const auto& p : problems) ev += "\n- " + p;
-    return CheckResult::fail(ev, m);
+  const std::string head = std::to_string(n) + " steps straight";
+  o.summary = problems.empty()
+                  ? head + " == " + std::to_string(k) + " steps + save + new objects + load + " +
+                        std::to_string(n - k) + " (resumed at batch " + std::to_string(k - spe) +
+                        " of epoch 1): losses, " + std::to_string(params_expected.size()) + " parameters and " +
+                        std::to_string(opt_expected.size()) + " optimizer state tensors bitwise equal"
+                  : head + " vs " + std::to_string(k) + " + save/load + " + std::to_string(n - k) + ":";
+  return o;
+}
+
+CheckResult check_resume_equality(const CheckContext& ctx) {
+  Scenario plain = resume_scenario(ctx, nullptr);
+  nlohmann::json m = plain.metrics;
+  std::string ev = plain.summary;
+  for (const auto& p : plain.problems) ev += "\n- " + p;
+  if (!plain.problems.empty()) return CheckResult::fail(ev, m);
+
+  // Again with mixed precision, where the recipe can be switched to it: fp16 autocast, the dtype a
+  // GradScaler exists for, so the scaler's scale and growth tracker are part of what must resume.
+  {
+    std::unique_ptr<Run> r = ctx.make_run();
+    if (!dynamic_cast<ref::AmpProbe*>(r.get())) {
+      return CheckResult::pass(ev + "\n(no AMP pass: the recipe does not implement tc::ref::AmpProbe)", m);
+    }
   }
-  return CheckResult::pass(std::to_string(n) + " steps straight == " + std::to_string(k) +
-                               " steps + save + new objects + load + " + std::to_string(n - k) +
-                               " (resumed at batch " + std::to_string(k - spe) + " of epoch 1): losses, " +
-                               std::to_string(params_expected.size()) + " parameters and " +
-                               std::to_string(opt_expected.size()) +
-                               " optimizer state tensors bitwise equal",
-                           m);
+  ref::AmpOptions amp;
+  amp.dtype = c10::kHalf;
+  Scenario mixed = resume_scenario(ctx, &amp);
+  ev += "\nwith fp16 autocast + GradScaler: " + mixed.summary;
+  for (const auto& p : mixed.problems) ev += "\n- " + p;
+  if (!mixed.problems.empty()) {
+    // The curves that diverged on top (the report draws loss_curve_straight/_resumed).
+    nlohmann::json f = mixed.metrics;
+    f["amp"] = "fp16";
+    f["fp32_pass"] = m;
+    return CheckResult::fail(ev, f);
+  }
+  m["amp_fp16"] = mixed.metrics;
+  return CheckResult::pass(ev, m);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ inline constexpr char kOptimizer[] = "optimizer";
 inline constexpr char kScheduler[] = "scheduler";
 inline constexpr char kRng[] = "rng";
 inline constexpr char kSampler[] = "sampler";
+inline constexpr char kScaler[] = "scaler";
 
 // Fail: `torch.save(model.state_dict(), path)`: only the weights.
 class WeightsOnlyCheckpoint : public ref::ReferenceRun {
@@ -51,4 +52,8 @@ TC_REGISTER_RECIPE(tc::variants::Without<tc::variants::kRng>, "no_rng_state",
 TC_REGISTER_RECIPE(tc::variants::Without<tc::variants::kSampler>, "no_sampler_position",
                    "the checkpoint leaves out the sampler's epoch order and position: the epoch "
                    "restarts on resume",
+                   {"resume_equality"});
+TC_REGISTER_RECIPE(tc::variants::Without<tc::variants::kScaler>, "no_scaler_state",
+                   "the checkpoint leaves out the GradScaler's state (scale, growth tracker): with fp16 "
+                   "mixed precision the resumed run starts over at the initial scale",
                    {"resume_equality"});

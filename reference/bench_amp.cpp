@@ -1,0 +1,145 @@
+// Benchmarks of mixed precision (Google Benchmark):
+//   amp/train_step/{cnn,transformer}/{fp32,bf16}  on cpu (bf16 autocast, no scaler: bf16 has fp32's range)
+//   amp/train_step/{cnn,transformer}/{fp32,fp16,bf16}  on cuda (fp16 with the GradScaler)
+//   amp/matmul_ceiling/{fp32,bf16[,fp16]}/N  a dense N x N x N GEMM; counter TFLOP/s: the device's
+//     ceiling, against which a train step's throughput can be read.
+// One train step = reference/amp_step.h (autocast forward, scaled backward, unscale_, clip 1.0,
+// SGD step, update) on a fixed batch, so only the step is timed. CPU runs single-threaded unless
+// TORCHCONFORM_BENCH_THREADS=N (see bench_train_step.cpp: a busy shared core makes multi-threaded
+// kernels wait on each other). Without a CUDA device the cuda entries are skipped with that reason.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include <ATen/Parallel.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "harness/bench.h"
+#include "reference/amp_step.h"
+#include "reference/model.h"
+#include "reference/transformer.h"
+
+namespace {
+
+using tc::ref::AmpStepOptions;
+
+int bench_threads() {
+  const char* v = std::getenv("TORCHCONFORM_BENCH_THREADS");
+  return v && *v ? std::max(1, std::atoi(v)) : 1;
+}
+
+// Sets the CPU thread count for one benchmark and restores it after.
+struct ThreadScope {
+  int before = at::get_num_threads();
+  ThreadScope() { at::set_num_threads(bench_threads()); }
+  ~ThreadScope() { at::set_num_threads(before); }
+};
+
+bool skip_without_cuda(benchmark::State& state, const c10::Device& device) {
+  if (device.is_cuda() && !torch::cuda::is_available()) {
+    state.SkipWithError("skipped: no CUDA device");
+    return true;
+  }
+  return false;
+}
+
+void sync(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize();
+}
+
+enum class Model { kCnn, kTransformer };
+
+void train_step(benchmark::State& state, Model kind, c10::Device device, c10::ScalarType dtype) {
+  if (skip_without_cuda(state, device)) return;
+  ThreadScope threads;
+  torch::manual_seed(0);
+  std::shared_ptr<torch::nn::Module> module;
+  std::function<at::Tensor(const at::Tensor&)> forward;
+  at::Tensor x;
+  const int64_t batch = 16;
+  if (kind == Model::kCnn) {
+    tc::ref::ImageClassifier m(4, 16, 0.5);
+    tc::ref::init_weights(*m);
+    module = m.ptr();
+    forward = [m](const at::Tensor& in) mutable { return m->forward(in); };
+    x = torch::randn({batch, 3, 16, 16});  // (B, 3, S, S)
+  } else {
+    tc::ref::TransformerBlock m;
+    module = m.ptr();
+    forward = [m](const at::Tensor& in) mutable { return m->forward(in); };
+    x = torch::randn({batch, m->options.seq, m->options.dim});  // (B, T, D)
+  }
+  module->to(device);
+  module->train();
+  x = x.to(device);
+  at::Tensor y = torch::randint(0, 4, {batch}, torch::kLong).to(device);
+  auto params = module->parameters();
+  torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01).momentum(0.9));
+  tc::ref::GradScaler scaler(tc::ref::GradScalerOptions{}.with_enabled(dtype == c10::kHalf));
+  AmpStepOptions o;
+  o.device = device;
+  o.dtype = dtype;
+  auto fl = [&] { return torch::nn::functional::cross_entropy(forward(x), y); };
+  for (int i = 0; i < 3; ++i) tc::ref::amp_train_step(fl, opt, scaler, params, o);  // warm-up
+  sync(device);
+  for (auto _ : state) {
+    at::Tensor loss = tc::ref::amp_train_step(fl, opt, scaler, params, o);
+    sync(device);
+    benchmark::DoNotOptimize(loss);
+  }
+  state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = device.is_cpu() ? at::get_num_threads() : 0;
+}
+
+void matmul_ceiling(benchmark::State& state, c10::Device device, c10::ScalarType dtype) {
+  if (skip_without_cuda(state, device)) return;
+  ThreadScope threads;
+  const int64_t n = state.range(0);
+  auto opts = torch::dtype(dtype).device(device);
+  at::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
+  at::Tensor c = torch::mm(a, b);  // warm-up
+  sync(device);
+  for (auto _ : state) {
+    at::mm_out(c, a, b);
+    sync(device);
+  }
+  state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+std::string dtype_name(c10::ScalarType t) {
+  return t == c10::kHalf ? "fp16" : t == c10::kBFloat16 ? "bf16" : "fp32";
+}
+
+int register_all() {
+  const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA);
+  for (Model m : {Model::kCnn, Model::kTransformer}) {
+    const std::string model = m == Model::kCnn ? "cnn" : "transformer";
+    for (auto t : {c10::kFloat, c10::kBFloat16}) {
+      tc::bench::add("amp/train_step/" + model + "/" + dtype_name(t), "cpu",
+                     [=](benchmark::State& s) { train_step(s, m, cpu, t); })
+          ->Unit(benchmark::kMillisecond);
+    }
+    for (auto t : {c10::kFloat, c10::kHalf, c10::kBFloat16}) {
+      tc::bench::add("amp/train_step/" + model + "/" + dtype_name(t), "cuda",
+                     [=](benchmark::State& s) { train_step(s, m, cuda, t); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
+  }
+  for (auto t : {c10::kFloat, c10::kBFloat16}) {
+    tc::bench::add("amp/matmul_ceiling/" + dtype_name(t), "cpu",
+                   [=](benchmark::State& s) { matmul_ceiling(s, cpu, t); })
+        ->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
+  }
+  for (auto t : {c10::kFloat, c10::kHalf, c10::kBFloat16}) {
+    tc::bench::add("amp/matmul_ceiling/" + dtype_name(t), "cuda",
+                   [=](benchmark::State& s) { matmul_ceiling(s, cuda, t); })
+        ->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  return 0;
+}
+
+const int kRegistered = register_all();
+
+}  // namespace
