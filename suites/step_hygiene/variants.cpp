@@ -11,6 +11,7 @@ class NoZeroGrad : public ref::ReferenceRun {
  protected:
   void optimisation_step(const at::Tensor& loss) override {
     loss.backward();
+    after_backward();  // the AmpProbe hook, as the reference's step calls it
     torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
     optimizer_->step();
   }
@@ -22,6 +23,7 @@ class ClipAfterStep : public ref::ReferenceRun {
   void optimisation_step(const at::Tensor& loss) override {
     optimizer_->zero_grad(/*set_to_none=*/true);
     loss.backward();
+    after_backward();  // the AmpProbe hook, as the reference's step calls it
     optimizer_->step();
     torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
   }
@@ -32,6 +34,7 @@ class ZeroGradBeforeStep : public ref::ReferenceRun {
  protected:
   void optimisation_step(const at::Tensor& loss) override {
     loss.backward();
+    after_backward();  // the AmpProbe hook, as the reference's step calls it
     torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
     optimizer_->zero_grad(/*set_to_none=*/true);
     optimizer_->step();
