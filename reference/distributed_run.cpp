@@ -166,7 +166,12 @@ std::string DistributedReference::save_checkpoint() {
 }
 
 void DistributedReference::load_checkpoint(const std::string& path) {
+  // Load into the unwrapped model, then wrap: loading sets the parameters' storage anew (set_),
+  // and a Reducer made before no longer averaged their gradients (replicas diverged after resume,
+  // seen with torch 2.15). The new Reducer broadcasts rank 0's (just loaded) weights.
+  reducer_.reset();
   load_parts(checkpoint_parts(), path, options_.device);
+  attach_gradient_averaging();
   if (epoch_ >= 0) {  // the sampler where the checkpoint left it: this epoch's order, position on
     begin_epoch(epoch_);
     for (int64_t b = 0; b < position_; ++b) sampler_->next(static_cast<size_t>(kBatchPerRank));

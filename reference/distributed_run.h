@@ -105,6 +105,8 @@ class DistributedReference : public DistributedRecipe {
   std::string write_report() override;
   std::shared_ptr<torch::nn::Module> bare_model() override;
 
+  int64_t steps_taken() const { return step_; }
+
   static constexpr int64_t kDatasetSize = 64;
   static constexpr int64_t kBatchPerRank = 8;
 
