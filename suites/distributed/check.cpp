@@ -335,10 +335,21 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
       m);
 }
 
+// A broken DDP practice shows between ranks: with one rank (one GPU) its cell is skipped.
+void skip_variant_in_world_of_one(const CheckContext& ctx, int world, const std::string& label) {
+  const RecipeInfo* info = Registry::global().find_recipe(ctx.recipe);
+  if (world < 2 && info != nullptr && info->is_variant()) {
+    throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label +
+                   " has one rank (on CUDA one rank per GPU: this machine has one)");
+  }
+}
+
 CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   std::unique_ptr<Run> run = ctx.make_run();
   const auto* provider = dynamic_cast<const ref::DistributedProvider*>(run.get());
   if (provider == nullptr) throw SkipCell(not_provided(ctx.recipe));
+  skip_variant_in_world_of_one(ctx, env.world_size,
+                               std::string(ctx.device == "cuda" ? "cuda" : "cpu") + "\u00d71");
   const bool cuda = ctx.device == "cuda";
   dist::GroupOptions go;
   go.backend = cuda ? dist::Backend::kNccl : dist::Backend::kGloo;
@@ -383,6 +394,7 @@ CheckResult run_launcher(const CheckContext& ctx) {
   const bool cuda = ctx.device == "cuda";
   const int nproc = cuda ? cuda_device_count() : std::stoi(env_or("TORCHCONFORM_DIST_NPROC", "2"));
   const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(nproc);
+  skip_variant_in_world_of_one(ctx, nproc, label);
   ScratchDir scratch;
   const std::string child = scratch.file("rank0.json"), log = scratch.file("torchrun.log");
   dist_launch::Spec spec;
