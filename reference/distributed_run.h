@@ -57,6 +57,8 @@ class DistributedRecipe {
   // Every rank, same options: model, optimizer, data, sampler, gradient averaging.
   virtual void setup(const DistRunOptions& options, dist::ProcessGroup& group) = 0;
   virtual int64_t steps_per_epoch() const = 0;
+  // Samples in the training set: each epoch must see every index in [0, dataset_size) once.
+  virtual int64_t dataset_size() const = 0;
   // One optimisation step of this rank; a new epoch starts when the previous one is exhausted.
   virtual DistStep train_step() = 0;
   virtual NamedTensors parameters() const = 0;
@@ -94,6 +96,7 @@ class DistributedReference : public DistributedRecipe {
 
   void setup(const DistRunOptions& options, dist::ProcessGroup& group) override;
   int64_t steps_per_epoch() const override;
+  int64_t dataset_size() const override { return kDatasetSize; }
   DistStep train_step() override;
   NamedTensors parameters() const override;
   NamedTensors last_gradients() const override;

@@ -189,7 +189,8 @@ json observe_runs(const CheckContext& ctx, const ref::DistributedProvider& provi
     d->setup({device, ctx.seed, ctx.quick, dir}, pg);
     const NamedTensors p0 = snapshot(d->parameters());
     const int64_t spe = d->steps_per_epoch();
-    json run = {{"steps", json::array()}, {"saves", json::array()}, {"steps_per_epoch", spe}};
+    json run = {{"steps", json::array()}, {"saves", json::array()}, {"steps_per_epoch", spe},
+                {"dataset_size", d->dataset_size()}};
     for (int64_t s = 0; s < spe * kEpochs; ++s) {
       const ref::DistStep r = d->train_step();
       run["steps"].push_back({{"epoch", r.epoch}, {"samples", r.samples}, {"loss", r.loss},
@@ -259,14 +260,17 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
   for (int e = 0; e < kEpochs; ++e) {
     std::map<int64_t, int> seen;
     for (int64_t i : order[0][e]) ++seen[i];
-    int dup = 0, missing = 0;
-    for (int64_t i = 0; i < ref::DistributedReference::kDatasetSize; ++i) {
+    const int64_t n = r0[0]["dataset_size"].get<int64_t>();
+    int dup = 0, missing = 0, foreign = 0;
+    for (const auto& [i, count] : seen) foreign += (i < 0 || i >= n) ? 1 : 0;
+    for (int64_t i = 0; i < n; ++i) {
       if (seen[i] == 0) ++missing;
       if (seen[i] > 1) ++dup;
     }
-    if (dup || missing) {
+    if (dup || missing || foreign) {
       problems.push_back("epoch " + std::to_string(e) + ": " + std::to_string(dup) + " samples seen more than once "
-                         "across ranks and " + std::to_string(missing) + " never");
+                         "across ranks, " + std::to_string(missing) + " never, " + std::to_string(foreign) +
+                         " indices outside the dataset of " + std::to_string(n));
     }
   }
   const bool order_changes = order[0][0] != order[0][1];
