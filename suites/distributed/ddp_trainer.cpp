@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
     while (d.steps_taken() < a.steps) {
       const int64_t step = d.steps_taken();
       if (rank == a.kill_rank && step == a.kill_at_step && env->restart_count == 0) {
-        const json k = {{"rank", rank}, {"step", step}, {"signal", a.kill_signal}, {"t_ns", realtime_ns()}};
+        const json k = {{"rank", rank}, {"step", step}, {"signal", a.kill_signal}, {"t_ns", realtime_ns()},
+                        {"pid", static_cast<int64_t>(getpid())}};
         tc::write_file_atomically(a.out + "/killed.json", k.dump() + "\n");
         std::cerr << "tc_ddp_trainer: rank " << rank << " sends itself SIG" << a.kill_signal << " before step "
                   << step << '\n';

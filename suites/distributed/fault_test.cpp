@@ -1,6 +1,7 @@
 // Faults under torchrun, nothing hanging: every launch has a deadline (dist_launch kills the
 // whole process group at it). Times measured here are printed (and recorded as test properties).
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <fstream>
 #include <thread>
@@ -92,8 +93,7 @@ TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
                                  {"--steps", "12", "--timeout-ms", std::to_string(timeout_ms), "--kill-rank",
                                   "1", "--kill-at-step", "6", "--kill-signal", "STOP"},
                                  seconds(timeout_ms / 1000 + 30 + 60)));
-  // torchrun would wait 30 s for the stopped rank after SIGTERM: the test stops waiting for it once
-  // the survivor has spoken (the Process destructor kills the group).
+  // Wait for the survivor's word; torchrun itself only ends once the stopped rank is gone.
   const auto deadline = std::chrono::steady_clock::now() + seconds(timeout_ms / 1000 + 30 + 30);
   std::optional<json> survivor;
   while (!(survivor = read_json(out + "/exit-rank0.json")) && std::chrono::steady_clock::now() < deadline) {
@@ -111,6 +111,11 @@ TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
   RecordProperty("survivor_exit_after_s", std::to_string(exit_after_s));
   EXPECT_GE(exit_after_s, timeout_ms / 1000.0 * 0.9);  // it was the timeout that ended it
   EXPECT_LE(exit_after_s, timeout_ms / 1000.0 + 30.0);
+  // The stopped rank lives in a session of its own (torchrun's): end it, and torchrun with it.
+  kill(static_cast<pid_t>((*stopped)["pid"].get<int64_t>()), SIGKILL);
+  const auto r = p.wait();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_code, 0);
 }
 
 TEST_F(DistributedFaults, RestartResumesFromLastCheckpointAndEndsAsAnUninterruptedRun) {

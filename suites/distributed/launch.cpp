@@ -52,12 +52,30 @@ Process::Process(const Spec& spec) : timeout_(spec.timeout) {
   setpgid(pid_, pid_);  // also from the parent: no race with kill(-pid) below
 }
 
-Process::~Process() {
-  if (!done_ && pid_ > 0) {
-    kill(-pid_, SIGKILL);
-    int status = 0;
-    waitpid(pid_, &status, 0);
+namespace {
+
+// torchrun starts each worker in a session of its own, out of reach of a signal to torchrun's
+// group: SIGTERM lets torchrun stop its workers (it sends them SIGTERM, and SIGKILL 30 s later);
+// only when it has not exited after that is its group killed.
+int terminate_group(pid_t pid) {
+  kill(-pid, SIGTERM);
+  int status = 0;
+  const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(45);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() >= hard) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
+  return status;
+}
+
+}  // namespace
+
+Process::~Process() {
+  if (!done_ && pid_ > 0) terminate_group(pid_);
 }
 
 Result Process::wait() {
@@ -69,16 +87,7 @@ Result Process::wait() {
     if (r == pid_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       result_.timed_out = true;
-      kill(-pid_, SIGTERM);
-      const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-      while (waitpid(pid_, &status, WNOHANG) != pid_) {
-        if (std::chrono::steady_clock::now() >= hard) {
-          kill(-pid_, SIGKILL);
-          waitpid(pid_, &status, 0);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      }
+      status = terminate_group(pid_);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

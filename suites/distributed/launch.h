@@ -23,14 +23,15 @@ struct Result {
   double wall_s = 0.0;
 };
 
-// Runs spec in its own process group; at the deadline SIGTERM to the group, SIGKILL 5 s later.
+// Runs spec in its own process group; at the deadline SIGTERM to the group (torchrun then stops
+// its workers, which live in sessions of their own), SIGKILL to the group 45 s later.
 Result run(const Spec& spec);
 
 // Starts without waiting; wait() as run() does. For tests that act on the processes meanwhile.
 class Process {
  public:
   explicit Process(const Spec& spec);
-  ~Process();  // kills the group if still running
+  ~Process();  // terminates the group as at the deadline if still running
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
   int pid() const { return pid_; }
