@@ -21,7 +21,7 @@ foreach(_t IN LISTS TC_SUITE_TARGETS)
 endforeach()
 add_library(tc_suites STATIC ${_tc_suite_objects})
 set_target_properties(tc_suites PROPERTIES LINKER_LANGUAGE CXX)
-target_link_libraries(tc_suites PUBLIC tc_reference tc_check_support)
+target_link_libraries(tc_suites PUBLIC tc_reference tc_check_support tc_reference_distributed tc_dist_launch)
 
 # What a recipe author includes (reference/run.h, harness/registry.h and what they include), tc::cli_main
 # for an own main(), and the reference recipe with its parts so a recipe can derive from it.
@@ -38,6 +38,8 @@ install(FILES
   reference/checkpoint.h
   reference/data.h
   reference/grad_scaler.h
+  reference/distributed.h
+  reference/distributed_run.h
   reference/loader_probe.h
   reference/model.h
   reference/recompute.h
@@ -52,7 +54,10 @@ set_target_properties(tc_main PROPERTIES EXPORT_NAME main)
 set_target_properties(tc_reference PROPERTIES EXPORT_NAME reference)
 set_target_properties(tc_check_support PROPERTIES EXPORT_NAME check_support)
 set_target_properties(tc_suites PROPERTIES EXPORT_NAME suites)
-install(TARGETS tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites
+set_target_properties(tc_reference_distributed PROPERTIES EXPORT_NAME reference_distributed)
+set_target_properties(tc_dist_launch PROPERTIES EXPORT_NAME dist_launch)
+install(TARGETS tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
+        tc_dist_launch
   EXPORT torchconformTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${TC_INSTALL_INCLUDEDIR})

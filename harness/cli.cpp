@@ -21,6 +21,7 @@
 #include "harness/environment.h"
 #include "harness/gbench_json.h"
 #include "harness/html_writer.h"
+#include "harness/multi_process.h"
 #include "harness/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
@@ -97,6 +98,7 @@ struct RunArgs {
   std::vector<std::string> checks, recipes;
   int64_t seed = 1234;
   bool quick = false;
+  bool no_distributed = false;
   std::string json_path = "reports/latest.json";
   std::string html_path = "reports/latest.html";
 };
@@ -113,6 +115,29 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   plan.seed = a.seed;
   plan.quick = a.quick;
   plan.cuda_present = cuda_available();
+  // Multi-process checks: outside torchrun each such cell launches torchrun itself (or is left out
+  // with --no-distributed); under torchrun only they run, each rank its share, and only rank 0
+  // judges and writes the report.
+  const bool worker = under_torchrun();
+  const int rank = worker ? torchrun_rank() : 0;
+  if (worker || a.no_distributed) {
+    std::vector<std::string> wanted = plan.checks;
+    if (wanted.empty()) {
+      for (const CheckInfo& c : reg.checks()) wanted.push_back(c.name);
+    }
+    std::vector<std::string> kept;
+    for (const std::string& c : wanted) {
+      if (is_multi_process_check(c) == worker) kept.push_back(c);
+    }
+    if (kept.empty()) {
+      std::cerr << "torchconform: "
+                << (worker ? "under torchrun only the multi-process checks run (e.g. --check distributed)"
+                           : "--no-distributed leaves no check to run")
+                << '\n';
+      return kExitUsage;
+    }
+    plan.checks = kept;
+  }
   std::vector<PlannedCell> planned;
   try {
     plan.devices = resolve_devices(a.device);
@@ -136,6 +161,13 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
                 {"quick", a.quick},        {"devices", devices}};
   report.environment = capture_environment();
 
+  if (worker && rank != 0) {  // rank 0 reports; the other ranks only say when something broke
+    report.cells = run_cells(reg, plan);
+    for (const Cell& c : report.cells) {
+      if (c.verdict == Verdict::kError) print_cell_line(std::cerr, c, 0, 1);
+    }
+    return exit_code_for(report.cells);
+  }
   std::cerr << "torchconform: " << planned.size() << " cells (" << plan.devices.size()
             << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
   const bool tty = isatty(STDERR_FILENO) != 0;
@@ -365,6 +397,12 @@ int cli_main(int argc, char** argv) {
       "counts only when the reference passes and every variant it targets is caught.\n"
       "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage."};
   app.require_subcommand(1);
+  // Multi-process checks launch this very binary under torchrun.
+  {
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) setenv("TORCHCONFORM_SELF", std::string(self, static_cast<size_t>(n)).c_str(), 1);
+  }
   if (argc >= 2 && std::string(argv[1]) == "bench") return cmd_bench(argc, argv);
 
   bool list_json = false;
@@ -380,6 +418,9 @@ int cli_main(int argc, char** argv) {
   run->add_option("--recipe", ra.recipes, "Only these recipes (comma-separated)");
   run->add_option("--seed", ra.seed, "Seed of the reference runs")->capture_default_str();
   run->add_flag("--quick", ra.quick, "Shorter runs (fewer steps)");
+  run->add_flag("--no-distributed", ra.no_distributed,
+                "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
+                "one rank per GPU with NCCL)");
   run->add_option("--json", ra.json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", ra.html_path, "Report HTML path ('' to skip)")->capture_default_str();
 

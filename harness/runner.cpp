@@ -74,6 +74,11 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     cell.outcome = result.outcome;
     cell.evidence = std::move(result.evidence);
     cell.metrics = std::move(result.metrics);
+    // A multi-process check names its world, e.g. "cpu×2" (2 ranks on the CPU).
+    if (cell.metrics.is_object() && cell.metrics.contains("device_label") &&
+        cell.metrics["device_label"].is_string()) {
+      cell.device = cell.metrics["device_label"].get<std::string>();
+    }
     cell.verdict = judge(cell.expected, cell.outcome);
     if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
   } catch (const SkipCell& e) {

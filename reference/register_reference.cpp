@@ -1,6 +1,7 @@
-// Registers the reference recipe (an OBJECT library, so the linker keeps it).
+// Registers the reference recipe (an OBJECT library, so the linker keeps it): ReferenceRun for
+// the single-process checks, with its distributed practices for the `distributed` check.
 #include "harness/registry.h"
-#include "reference/reference_run.h"
+#include "reference/distributed_run.h"
 
-TC_REGISTER_RECIPE(tc::ref::ReferenceRun, "reference",
+TC_REGISTER_RECIPE(tc::ref::ReferenceRecipe, "reference",
                    "every practice of the seeds done right (reference/)", {});

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/devices.h"
+#include "harness/multi_process.h"
 #include "harness/registry.h"
 #include "harness/runner.h"
 #include "reference/reference_run.h"
@@ -48,7 +49,9 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
   // data_saturation times the loader against a simulated device: its judged cells run as
   // conformance ctests alone (RUN_SERIAL), not here beside other tests competing for the cores.
   for (const CheckInfo& c : Registry::global().checks()) {
-    if (c.name != "data_saturation") plan.checks.push_back(c.name);
+    // distributed launches torchrun on the torchconform binary: its cells are conformance ctests
+    // (label multi).
+    if (c.name != "data_saturation" && !is_multi_process_check(c.name)) plan.checks.push_back(c.name);
   }
   auto cells = run_cells(Registry::global(), plan);
   ASSERT_FALSE(cells.empty());

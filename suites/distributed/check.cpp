@@ -1,0 +1,461 @@
+// distributed: data-parallel training under torchrun with c10d. Each cell launches torchrun on
+// this very binary (`torchconform run --check distributed ...` as every rank: 2 ranks with Gloo on
+// the CPU, one rank per GPU with NCCL on CUDA); a user may start that command under a torchrun of
+// their own instead. Every rank runs the recipe's distributed training twice from the same seed and
+// records what it saw; rank 0 gathers the records over the store and judges:
+//
+//   - gradients: after all-reduce, the step-0 gradients of every rank equal one process's gradients
+//     on the concatenated batch (float32 sums in another order: tolerance 1e-4 of each tensor's
+//     largest |gradient|; sums here have at most 16 samples x 64 positions = 1024 terms, whose
+//     reordering error is bounded by about 1024 * 2^-24 = 6e-5 relative to the sum of |terms|);
+//   - replicas: every rank's parameters bitwise identical after every step;
+//   - sampler: over each epoch every sample seen exactly once across ranks; the order changes
+//     with the epoch; the same seed repeats the order (second run, fresh objects);
+//   - writes: in each save (and the report) every file is written once, not once per rank (rank
+//     0's inotify watch on the output directory counts renames onto and closes of each name);
+//   - after save_checkpoint returns, every rank loads the checkpoint's model into a bare model and
+//     finds its own parameters, and (ranks on one host) returned after the file was renamed in.
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include <torch/torch.h>
+
+#include "harness/devices.h"
+#include "harness/multi_process.h"
+#include "harness/posix_fs.h"
+#include "harness/report_json.h"
+#include "harness/tensor_compare.h"
+#include "reference/checkpoint.h"
+#include "reference/distributed_run.h"
+#include "suites/distributed/launch.h"
+
+namespace tc {
+namespace {
+
+using nlohmann::json;
+namespace dist = ref::dist;
+
+constexpr const char* kCheck = "distributed";
+constexpr int kEpochs = 2;
+constexpr double kGradRelTolerance = 1e-4;
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+std::string not_provided(const std::string& recipe) {
+  return "recipe '" + recipe + "' does not implement tc::ref::DistributedProvider "
+         "(reference/distributed_run.h), so its data-parallel training cannot be checked";
+}
+
+std::string digest(const NamedTensors& tensors) {
+  std::string bytes;
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
+    bytes.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+  }
+  return ref::sha256_hex(bytes).substr(0, 16);
+}
+
+int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+// Counts, between two drain() calls, how often each file in a directory was written: a rename
+// onto the name (atomic save) or a write closed on a name never renamed away (in-place save).
+class WriteWatch {
+ public:
+  explicit WriteWatch(const std::string& dir) {
+    fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ < 0 || inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
+      throw HarnessError("cannot watch '" + dir + "' with inotify");
+    }
+  }
+  ~WriteWatch() { close(fd_); }
+
+  std::map<std::string, int> drain() {
+    std::map<std::string, int> moved_to, closed;
+    std::set<std::string> moved_from;
+    alignas(inotify_event) char buf[64 * 1024];
+    for (;;) {
+      const ssize_t n = read(fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      for (ssize_t off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
+        const std::string name = e->len ? std::string(e->name) : "";
+        if (e->mask & IN_MOVED_TO) ++moved_to[name];
+        if (e->mask & IN_CLOSE_WRITE) ++closed[name];
+        if (e->mask & IN_MOVED_FROM) moved_from.insert(name);
+        off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    }
+    std::map<std::string, int> writes = moved_to;
+    for (const auto& [name, n] : closed) {
+      if (!moved_from.count(name)) writes[name] += n;
+    }
+    return writes;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Step-0 gradients of every rank (after averaging) against one process on the whole batch.
+json compare_gradients(ref::DistributedRecipe& d, dist::ProcessGroup& pg, const NamedTensors& p0,
+                       const c10::Device& device) {
+  auto [x, y] = d.last_batch();
+  const NamedTensors grads = d.last_gradients();
+  const std::vector<at::Tensor> xs = pg.all_gather(x.to(device));
+  const std::vector<at::Tensor> ys = pg.all_gather(y.to(device));
+  std::vector<std::vector<at::Tensor>> per_tensor;  // [tensor][rank]
+  for (const auto& [name, g] : grads) per_tensor.push_back(pg.all_gather(g.to(device).contiguous()));
+  if (pg.rank() != 0) return json::object();
+  const NamedTensors want = d.single_process_gradients(p0, torch::cat(xs).cpu(), torch::cat(ys).cpu());
+  json j = {{"tolerance_rel", kGradRelTolerance}, {"batch", torch::cat(xs).size(0)}};
+  double worst = 0.0;
+  std::string worst_where;
+  for (size_t t = 0; t < want.size() && t < per_tensor.size(); ++t) {
+    const double scale = want[t].second.abs().max().item<double>();
+    for (size_t r = 0; r < per_tensor[t].size(); ++r) {
+      const double rel = max_abs_diff(per_tensor[t][r].cpu(), want[t].second) / (scale > 0 ? scale : 1.0);
+      if (rel > worst || worst_where.empty()) {
+        worst = rel;
+        worst_where = "'" + want[t].first + "' on rank " + std::to_string(r);
+      }
+    }
+  }
+  if (want.size() != per_tensor.size()) worst = std::numeric_limits<double>::infinity();
+  j["max_rel_diff"] = worst;
+  j["where"] = worst_where;
+  return j;
+}
+
+// One save (or report) observed: everyone enters together, then each rank loads what the call
+// returned, then everyone has left it.
+json observe_write(ref::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch* watch, bool checkpoint) {
+  pg.barrier();
+  if (watch) watch->drain();  // writes before this call are not its
+  const std::string path = checkpoint ? d.save_checkpoint() : d.write_report();
+  json o = {{"returned_ns", realtime_ns()}, {"path", path}};
+  if (checkpoint) {
+    try {
+      std::shared_ptr<torch::nn::Module> bare = d.bare_model();
+      torch::serialize::InputArchive root = ref::open_checkpoint(path, torch::kCPU);
+      torch::serialize::InputArchive model;
+      if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
+      ref::load_module_strict(*bare, model);
+      NamedTensors loaded;
+      for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
+      auto diff = first_tensor_difference(snapshot(d.parameters()), snapshot(loaded));
+      o["load"] = diff ? "the checkpoint holds other weights than this rank's ('" + diff->name + "')" : "ok";
+    } catch (const std::exception& e) {
+      o["load"] = first_line(e.what());
+    }
+  }
+  pg.barrier();
+  if (watch) {
+    o["writes"] = watch->drain();
+    struct stat st {};
+    if (stat(path.c_str(), &st) == 0) {
+      o["ctime_ns"] = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+    }
+  }
+  return o;
+}
+
+// This rank's part: two runs of the recipe from the same seed, everything observed.
+json observe_runs(const CheckContext& ctx, const ref::DistributedProvider& provider, dist::ProcessGroup& pg,
+                  const std::string& base, const c10::Device& device) {
+  json runs = json::array();
+  for (int k = 0; k < 2; ++k) {
+    const std::string dir = base + "/run" + std::to_string(k);
+    if (pg.rank() == 0) posix_fs::make_dirs(dir);
+    pg.barrier();
+    std::unique_ptr<WriteWatch> watch;
+    if (pg.rank() == 0) watch = std::make_unique<WriteWatch>(dir);
+    std::unique_ptr<ref::DistributedRecipe> d = provider.make_distributed();
+    d->setup({device, ctx.seed, ctx.quick, dir}, pg);
+    const NamedTensors p0 = snapshot(d->parameters());
+    const int64_t spe = d->steps_per_epoch();
+    json run = {{"steps", json::array()}, {"saves", json::array()}, {"steps_per_epoch", spe},
+                {"dataset_size", d->dataset_size()}};
+    for (int64_t s = 0; s < spe * kEpochs; ++s) {
+      const ref::DistStep r = d->train_step();
+      run["steps"].push_back({{"epoch", r.epoch}, {"samples", r.samples}, {"loss", r.loss},
+                              {"params", digest(d->parameters())}});
+      if (k == 0 && s == 0) run["gradients"] = compare_gradients(*d, pg, p0, device);
+      if ((s + 1) % spe == 0) run["saves"].push_back(observe_write(*d, pg, watch.get(), true));
+    }
+    run["report"] = observe_write(*d, pg, watch.get(), false);
+    run["final_params"] = digest(d->parameters());
+    runs.push_back(run);
+  }
+  return runs;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// Rank 0: the records of every rank -> the verdict.
+CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, const std::string& label) {
+  std::vector<std::string> problems;
+  json m = {{"world_size", world}, {"device_label", label}};
+  const json& r0 = ranks[0];
+  const int n_runs = static_cast<int>(r0.size());
+
+  // 1. Gradients.
+  const json& g = r0[0]["gradients"];
+  m["grad_max_rel_diff"] = g["max_rel_diff"];
+  m["grad_tolerance_rel"] = kGradRelTolerance;
+  if (!(g["max_rel_diff"].get<double>() <= kGradRelTolerance)) {
+    problems.push_back("step-0 gradients differ from one process on the whole batch of " +
+                       std::to_string(g["batch"].get<int64_t>()) + ": max |diff| " +
+                       format_double(g["max_rel_diff"].get<double>(), 3) + " of the largest |gradient| (" +
+                       g["where"].get<std::string>() + "), tolerance " + format_double(kGradRelTolerance, 1));
+  }
+
+  // 2. Replicas identical after every step.
+  int diverged_step = -1;
+  for (int k = 0; k < n_runs && diverged_step < 0; ++k) {
+    for (size_t s = 0; s < r0[k]["steps"].size() && diverged_step < 0; ++s) {
+      for (int r = 1; r < world; ++r) {
+        if (ranks[r][k]["steps"][s]["params"] != r0[k]["steps"][s]["params"]) {
+          diverged_step = static_cast<int>(s);
+          problems.push_back("replicas differ after step " + std::to_string(s) + " (rank " + std::to_string(r) +
+                             "'s parameters are not rank 0's)");
+          break;
+        }
+      }
+    }
+  }
+  m["replicas_identical_every_step"] = diverged_step < 0;
+
+  // 3. Sampler: each epoch once per sample across ranks; order changes with the epoch; repeats.
+  std::vector<std::vector<std::vector<int64_t>>> order(n_runs);  // [run][epoch] global order
+  for (int k = 0; k < n_runs; ++k) {
+    const int64_t spe = r0[k]["steps_per_epoch"].get<int64_t>();
+    order[k].resize(kEpochs);
+    for (size_t s = 0; s < r0[k]["steps"].size(); ++s) {
+      const int64_t e = static_cast<int64_t>(s) / spe;
+      for (int r = 0; r < world; ++r) {
+        for (int64_t i : ranks[r][k]["steps"][s]["samples"]) order[k][e].push_back(i);
+      }
+    }
+  }
+  for (int e = 0; e < kEpochs; ++e) {
+    std::map<int64_t, int> seen;
+    for (int64_t i : order[0][e]) ++seen[i];
+    const int64_t n = r0[0]["dataset_size"].get<int64_t>();
+    int dup = 0, missing = 0, foreign = 0;
+    for (const auto& [i, count] : seen) foreign += (i < 0 || i >= n) ? 1 : 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (seen[i] == 0) ++missing;
+      if (seen[i] > 1) ++dup;
+    }
+    if (dup || missing || foreign) {
+      problems.push_back("epoch " + std::to_string(e) + ": " + std::to_string(dup) + " samples seen more than once "
+                         "across ranks, " + std::to_string(missing) + " never, " + std::to_string(foreign) +
+                         " indices outside the dataset of " + std::to_string(n));
+    }
+  }
+  const bool order_changes = order[0][0] != order[0][1];
+  m["order_changes_with_epoch"] = order_changes;
+  if (!order_changes) problems.push_back("epoch 1 saw the samples in the same order as epoch 0 (set_epoch not called?)");
+  const bool repeats = n_runs > 1 && order[0] == order[1];
+  m["order_repeats_across_runs"] = repeats;
+  if (!repeats) problems.push_back("a second run from the same seed saw the samples in another order");
+  m["final_params_repeat_across_runs"] = n_runs > 1 && r0[0]["final_params"] == r0[1]["final_params"];
+
+  // 4. Only one writer per save and report; 5. loads after save on every rank.
+  int max_writes = 0, files_written = 0, bad_loads = 0, early_returns = 0;
+  std::string first_bad_load, first_multi;
+  for (int k = 0; k < n_runs; ++k) {
+    std::vector<json> windows(r0[k]["saves"].begin(), r0[k]["saves"].end());
+    windows.push_back(r0[k]["report"]);
+    for (size_t w = 0; w < windows.size(); ++w) {
+      for (const auto& [name, n] : windows[w]["writes"].items()) {
+        ++files_written;
+        if (n.get<int>() > max_writes) max_writes = n.get<int>();
+        if (n.get<int>() > 1 && first_multi.empty()) {
+          first_multi = "'" + name + "' was written " + std::to_string(n.get<int>()) + " times in one " +
+                        (w + 1 == windows.size() ? "report" : "save") + " by " + std::to_string(world) + " ranks";
+        }
+      }
+    }
+    for (size_t w = 0; w < r0[k]["saves"].size(); ++w) {
+      const json& rank0_save = r0[k]["saves"][w];
+      for (int r = 0; r < world; ++r) {
+        const json& o = ranks[r][k]["saves"][w];
+        if (o["load"] != "ok") {
+          ++bad_loads;
+          if (first_bad_load.empty()) {
+            first_bad_load = "rank " + std::to_string(r) + " right after save " + std::to_string(w) + ": " +
+                             o["load"].get<std::string>();
+          }
+        }
+        if (one_host && rank0_save.contains("ctime_ns") &&
+            o["returned_ns"].get<int64_t>() < rank0_save["ctime_ns"].get<int64_t>()) {
+          ++early_returns;
+          if (first_bad_load.empty()) {
+            first_bad_load = "rank " + std::to_string(r) + "'s save " + std::to_string(w) + " returned " +
+                             format_double((rank0_save["ctime_ns"].get<int64_t>() - o["returned_ns"].get<int64_t>()) / 1e6, 3) +
+                             " ms before the checkpoint was in place";
+          }
+        }
+      }
+    }
+  }
+  m["max_writes_of_a_file_per_save"] = max_writes;
+  m["loads_after_save_failed"] = bad_loads;
+  m["saves_returned_before_file_in_place"] = early_returns;
+  if (files_written == 0) problems.push_back("no checkpoint or report was written");
+  if (max_writes > 1) problems.push_back("every rank writes: " + first_multi);
+  if (bad_loads || early_returns) {
+    problems.push_back("the checkpoint was not there for every rank when save returned: " + first_bad_load);
+  }
+
+  if (!problems.empty()) return CheckResult::fail(label + ": " + join(problems, "\n"), m);
+  return CheckResult::pass(
+      label + ": step-0 gradients equal one process on the whole batch (max |diff| " +
+          format_double(g["max_rel_diff"].get<double>(), 2) + " of the largest |gradient|, tolerance " +
+          format_double(kGradRelTolerance, 1) + "); replicas bitwise identical after every step; each "
+          "epoch saw every sample once across ranks, in a new order, repeated by a second run; each save "
+          "and report written once; every rank loaded each checkpoint into a bare model right after save",
+      m);
+}
+
+// A broken DDP practice shows between ranks: with one rank (one GPU) its cell is skipped.
+void skip_variant_in_world_of_one(const CheckContext& ctx, int world, const std::string& label) {
+  const RecipeInfo* info = Registry::global().find_recipe(ctx.recipe);
+  if (world < 2 && info != nullptr && info->is_variant()) {
+    throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label +
+                   " has one rank (on CUDA one rank per GPU: this machine has one)");
+  }
+}
+
+CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
+  std::unique_ptr<Run> run = ctx.make_run();
+  const auto* provider = dynamic_cast<const ref::DistributedProvider*>(run.get());
+  if (provider == nullptr) throw SkipCell(not_provided(ctx.recipe));
+  skip_variant_in_world_of_one(ctx, env.world_size,
+                               std::string(ctx.device == "cuda" ? "cuda" : "cpu") + "\u00d71");
+  const bool cuda = ctx.device == "cuda";
+  dist::GroupOptions go;
+  go.backend = cuda ? dist::Backend::kNccl : dist::Backend::kGloo;
+  go.timeout = std::chrono::milliseconds(std::stoll(env_or("TORCHCONFORM_DIST_TIMEOUT_MS", "60000")));
+  std::shared_ptr<dist::ProcessGroup> pg = dist::ProcessGroup::create(env, go);
+  const c10::Device device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
+                                  : c10::Device(c10::kCPU);
+  const std::string base = env_or("TORCHCONFORM_DIST_DIR", "reports/distributed/" +
+                                                               (env.run_id.empty() ? "run" : env.run_id)) +
+                           "/" + ctx.recipe;
+  const json mine = observe_runs(ctx, *provider, *pg, base, device);
+  pg->store_set("tc/observations/" + std::to_string(pg->rank()), mine.dump());
+  const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(pg->size());
+  if (pg->rank() != 0) {
+    throw SkipCell("rank " + std::to_string(pg->rank()) + " of " + label +
+                   ": observations sent to rank 0, which judges this cell");
+  }
+  std::vector<json> all;
+  for (int r = 0; r < pg->size(); ++r) {
+    all.push_back(r == 0 ? mine : json::parse(pg->store_get("tc/observations/" + std::to_string(r))));
+  }
+  CheckResult result = judge(all, pg->size(), env.local_world_size == env.world_size, label);
+  result.metrics["backend"] = dist::backend_name(go.backend);
+  return result;
+}
+
+// Outside torchrun: launch it on this binary and take rank 0's verdict.
+CheckResult run_launcher(const CheckContext& ctx) {
+  {
+    std::unique_ptr<Run> run = ctx.make_run();
+    if (dynamic_cast<ref::DistributedProvider*>(run.get()) == nullptr) throw SkipCell(not_provided(ctx.recipe));
+  }
+  const std::string self = env_or("TORCHCONFORM_SELF", "");
+  if (self.empty()) {
+    throw HarnessError("the distributed check launches the torchconform binary under torchrun; run it from "
+                       "`torchconform run` (TORCHCONFORM_SELF is not set)");
+  }
+  const std::string torchrun = dist_launch::find_torchrun();
+  if (torchrun.empty()) {
+    throw SkipCell("torchrun not found (set TORCHCONFORM_TORCHRUN, or put the pinned torch's bin/ on PATH)");
+  }
+  const bool cuda = ctx.device == "cuda";
+  const int nproc = cuda ? cuda_device_count() : std::stoi(env_or("TORCHCONFORM_DIST_NPROC", "2"));
+  const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(nproc);
+  skip_variant_in_world_of_one(ctx, nproc, label);
+  ScratchDir scratch;
+  const std::string child = scratch.file("rank0.json"), log = scratch.file("torchrun.log");
+  dist_launch::Spec spec;
+  spec.argv = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
+               "--max-restarts=0", "--no-python", self, "run", "--device", ctx.device, "--check", kCheck,
+               "--recipe", ctx.recipe, "--seed", std::to_string(ctx.seed), "--json", child, "--html", ""};
+  if (ctx.quick) spec.argv.push_back("--quick");
+  spec.env = {{"TORCHCONFORM_DIST_DIR", scratch.file("out")}};
+  spec.log_path = log;
+  spec.timeout = std::chrono::seconds(std::stoi(env_or("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", "300")));
+  const dist_launch::Result r = dist_launch::run(spec);
+  if (r.timed_out) {
+    throw HarnessError("torchrun (" + label + ") did not finish in " +
+                       std::to_string(spec.timeout.count() / 1000) + " s and was killed:\n" + dist_launch::tail_of(log));
+  }
+  Report rep;
+  try {
+    rep = read_report_file(child);
+  } catch (const std::exception&) {
+    throw HarnessError("torchrun (" + label + ") exited with " + std::to_string(r.exit_code) +
+                       " and rank 0 wrote no report:\n" + dist_launch::tail_of(log));
+  }
+  for (const Cell& c : rep.cells) {
+    if (c.check != kCheck || c.recipe != ctx.recipe) continue;
+    json metrics = c.metrics;
+    metrics["launch_wall_s"] = r.wall_s;
+    metrics["torchrun_exit_code"] = r.exit_code;
+    metrics["device_label"] = label;
+    if (c.verdict == Verdict::kSkipped) throw SkipCell(c.evidence);
+    if (c.verdict == Verdict::kError) throw HarnessError(label + ": " + c.evidence);
+    const int expected_exit = (c.verdict == Verdict::kOk) ? 0 : 1;  // rank 0's `run` exit code
+    if (r.exit_code != expected_exit) {
+      throw HarnessError("rank 0 judged '" + c.evidence.substr(0, 200) + "' but torchrun exited with " +
+                         std::to_string(r.exit_code) + ":\n" + dist_launch::tail_of(log));
+    }
+    return {c.outcome, c.evidence, metrics};
+  }
+  throw HarnessError("rank 0's report has no distributed cell for '" + ctx.recipe + "'");
+}
+
+CheckResult check_distributed(const CheckContext& ctx) {
+  std::optional<dist::LaunchEnv> env;
+  try {
+    env = dist::LaunchEnv::from_environment();
+  } catch (const std::invalid_argument& e) {
+    throw HarnessError(e.what());
+  }
+  return env ? run_worker(ctx, *env) : run_launcher(ctx);
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_REGISTER_CHECK("distributed",
+                  "under torchrun with c10d: DDP gradients equal one process on the whole batch; replicas "
+                  "identical after every step; each sample once per epoch across ranks, order changes with "
+                  "set_epoch and repeats; only rank 0 writes; after save and barrier every rank loads the "
+                  "checkpoint into a bare model",
+                  tc::check_distributed);
+TC_MARK_MULTI_PROCESS("distributed");

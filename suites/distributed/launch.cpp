@@ -1,0 +1,145 @@
+#include "suites/distributed/launch.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace tc::dist_launch {
+namespace {
+
+bool executable(const std::string& p) { return !p.empty() && access(p.c_str(), X_OK) == 0; }
+
+int decode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+}  // namespace
+
+Process::Process(const Spec& spec) : timeout_(spec.timeout) {
+  if (spec.argv.empty()) throw std::invalid_argument("nothing to launch");
+  start_ = std::chrono::steady_clock::now();
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    if (!spec.log_path.empty()) {
+      const int fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+      }
+    }
+    for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const std::string& a : spec.argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  setpgid(pid_, pid_);  // also from the parent: no race with kill(-pid) below
+}
+
+namespace {
+
+// torchrun starts each worker in a session of its own, out of reach of a signal to torchrun's
+// group: SIGTERM lets torchrun stop its workers (it sends them SIGTERM, and SIGKILL 30 s later);
+// only when it has not exited after that is its group killed.
+int terminate_group(pid_t pid) {
+  kill(-pid, SIGTERM);
+  int status = 0;
+  const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(45);
+  while (waitpid(pid, &status, WNOHANG) != pid) {
+    if (std::chrono::steady_clock::now() >= hard) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return status;
+}
+
+}  // namespace
+
+Process::~Process() {
+  if (!done_ && pid_ > 0) terminate_group(pid_);
+}
+
+Result Process::wait() {
+  if (done_) return result_;
+  const auto deadline = start_ + timeout_;
+  int status = 0;
+  for (;;) {
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      result_.timed_out = true;
+      status = terminate_group(pid_);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid_, SIGKILL);  // stragglers of the group (workers torchrun left behind)
+  done_ = true;
+  result_.exit_code = decode(status);
+  result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return result_;
+}
+
+Result run(const Spec& spec) {
+  Process p(spec);
+  return p.wait();
+}
+
+std::string find_torchrun() {
+  if (const char* e = std::getenv("TORCHCONFORM_TORCHRUN")) return executable(e) ? e : "";
+#ifdef TC_TORCHRUN
+  if (executable(TC_TORCHRUN)) return TC_TORCHRUN;
+#endif
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    for (std::string dir; std::getline(ss, dir, ':');) {
+      if (executable(dir + "/torchrun")) return dir + "/torchrun";
+    }
+  }
+  return "";
+}
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error("socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    close(fd);
+    throw std::runtime_error("cannot bind a port on 127.0.0.1");
+  }
+  const int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string tail_of(const std::string& path, size_t bytes) {
+  std::ifstream in(path, std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(in)), {});
+  return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
+}
+
+}  // namespace tc::dist_launch

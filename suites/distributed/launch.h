@@ -1,0 +1,58 @@
+// Starting torchrun (from the pinned torch) on a native binary, with a deadline: nothing that the
+// distributed check, its fault tests or its benchmark start can hang. Used by suites/distributed
+// only.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tc::dist_launch {
+
+struct Spec {
+  std::vector<std::string> argv;                            // argv[0] found on PATH if not a path
+  std::vector<std::pair<std::string, std::string>> env;     // added to this process's environment
+  std::string log_path;                                     // stdout and stderr (appended)
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+};
+
+struct Result {
+  int exit_code = -1;      // the exit status, or 128 + signal
+  bool timed_out = false;  // killed (whole process group) at the deadline
+  double wall_s = 0.0;
+};
+
+// Runs spec in its own process group; at the deadline SIGTERM to the group (torchrun then stops
+// its workers, which live in sessions of their own), SIGKILL to the group 45 s later.
+Result run(const Spec& spec);
+
+// Starts without waiting; wait() as run() does. For tests that act on the processes meanwhile.
+class Process {
+ public:
+  explicit Process(const Spec& spec);
+  ~Process();  // terminates the group as at the deadline if still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  int pid() const { return pid_; }
+  Result wait();
+
+ private:
+  int pid_ = -1;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::milliseconds timeout_;
+  bool done_ = false;
+  Result result_;
+};
+
+// torchrun: $TORCHCONFORM_TORCHRUN, else the one next to the configured Python (TC_TORCHRUN at
+// build time), else `torchrun` on PATH; empty when none exists.
+std::string find_torchrun();
+
+// A TCP port free on 127.0.0.1 right now (bound to 0 and released).
+int free_port();
+
+// The last `bytes` of a file (for evidence).
+std::string tail_of(const std::string& path, size_t bytes = 3000);
+
+}  // namespace tc::dist_launch
