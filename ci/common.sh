@@ -51,7 +51,7 @@ PY
     "torch==$TC_TORCH_VERSION" "jsonschema==$TC_JSONSCHEMA_VERSION"
 }
 
-tc_configure_and_build() {
+tc_configure_only() {
   local args=(-S "$TC_ROOT" -B "$TC_BUILD_DIR" -G Ninja "-DTC_PYTHON=$TC_VENV/bin/python")
   if [ ! -f "$TC_BUILD_DIR/CMakeCache.txt" ] || \
      ! grep -q "^TC_PYTHON:.*=$TC_VENV/bin/python$" "$TC_BUILD_DIR/CMakeCache.txt"; then
@@ -62,6 +62,10 @@ tc_configure_and_build() {
       exit 2
     }
   fi
+}
+
+tc_configure_and_build() {
+  tc_configure_only
   tc_log "building ($TC_JOBS jobs)"
   cmake --build "$TC_BUILD_DIR" -j "$TC_JOBS"
 }
