@@ -135,7 +135,9 @@ json parse_json_text(const std::string& text, const std::string& path) {
   };
   try {
     return json::parse(text, limit_depth);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double (found by the fuzzer:
+    // harness/fuzz/regressions/report/number-overflow.json).
     throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
   }
 }

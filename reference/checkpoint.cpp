@@ -124,7 +124,9 @@ void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int dep
 void check_storages_match_records(const std::string& body) {
   std::istringstream in(body);
   caffe2::serialize::PyTorchStreamReader reader(&in);
-  auto [pickle, pickle_size] = reader.getRecord("data.pkl");
+  at::DataPtr pickle;
+  size_t pickle_size = 0;
+  std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
   const char* pickle_bytes = static_cast<const char*>(pickle.get());
   size_t pos = 0;
   auto read = [&](char* buf, size_t n) {
