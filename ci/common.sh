@@ -14,7 +14,8 @@ set -euo pipefail
 TC_TORCH_VERSION=2.15.0
 TC_JSONSCHEMA_VERSION=4.26.0
 TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libssl-dev
-         chromium)  # chromium: the HTML report test renders the page headless
+         chromium  # chromium: the HTML report test renders the page headless
+         clang libclang-rt-14-dev)  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TC_BUILD_DIR=${TC_BUILD_DIR:-$TC_ROOT/build}
