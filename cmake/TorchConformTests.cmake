@@ -163,4 +163,5 @@ target_compile_definitions(tc_resilience_tests PRIVATE TC_SOURCE_DIR="${PROJECT_
                                                       TC_TEST_PYTHON="${TC_TEST_PYTHON_EXE}")
 tc_use_torch_pch(tc_resilience_tests)
 tc_torch_link_fixups(tc_resilience_tests)
-gtest_discover_tests(tc_resilience_tests PROPERTIES LABELS "unit;resilience" DISCOVERY_TIMEOUT 120)
+# One label (gtest_discover_tests does not keep a list of labels intact): ctest -L resilience.
+gtest_discover_tests(tc_resilience_tests PROPERTIES LABELS resilience DISCOVERY_TIMEOUT 120)
