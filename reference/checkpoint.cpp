@@ -76,23 +76,29 @@ void check_tensor_in_storage(const at::Tensor& t, const std::string& where) {
   }
 }
 
-void check_ivalue_bounds(const c10::IValue& v, const std::string& where, int depth) {
+// Walks at most kMaxNodes values: a pickle can share one list many times over (memo references),
+// so that a plain walk of a small file would visit 2^depth values.
+constexpr size_t kMaxNodes = 1'000'000;
+
+void check_ivalue_bounds(const c10::IValue& v, const std::string& where, int depth, size_t& visited) {
   if (depth > 200) throw std::runtime_error(where + ": nested more than 200 levels deep");
+  if (++visited > kMaxNodes) throw std::runtime_error("more than a million values in the archive");
   if (v.isTensor()) {
     check_tensor_in_storage(v.toTensor(), where);
   } else if (v.isObject()) {
     auto obj = v.toObject();
     for (size_t i = 0; i < obj->slots().size(); ++i) {
-      check_ivalue_bounds(obj->getSlot(i), where + "." + obj->type()->getAttributeName(i), depth + 1);
+      const std::string name = i < obj->type()->numAttributes() ? obj->type()->getAttributeName(i) : "?";
+      check_ivalue_bounds(obj->getSlot(i), where + "." + name, depth + 1, visited);
     }
   } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) check_ivalue_bounds(e, where + "[]", depth + 1);
+    for (const c10::IValue& e : v.toListRef()) check_ivalue_bounds(e, where + "[]", depth + 1, visited);
   } else if (v.isTuple()) {
-    for (const c10::IValue& e : v.toTupleRef().elements()) check_ivalue_bounds(e, where + "()", depth + 1);
+    for (const c10::IValue& e : v.toTupleRef().elements()) check_ivalue_bounds(e, where + "()", depth + 1, visited);
   } else if (v.isGenericDict()) {
     for (const auto& kv : v.toGenericDict()) {
-      check_ivalue_bounds(kv.key(), where + "{}", depth + 1);
-      check_ivalue_bounds(kv.value(), where + "{}", depth + 1);
+      check_ivalue_bounds(kv.key(), where + "{}", depth + 1, visited);
+      check_ivalue_bounds(kv.value(), where + "{}", depth + 1, visited);
     }
   }
 }
@@ -103,20 +109,21 @@ void check_ivalue_bounds(const c10::IValue& v, const std::string& where, int dep
 // allocation (seen with torch 2.15: the load succeeds). This runs LibTorch's own unpickler over the
 // archive's data.pkl once more, with our record reader, which notes each record's size by address,
 // and types and objects that are only placeholders (nothing is constructed, no code is looked up).
-void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int depth) {
+void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int depth, size_t& visited) {
   if (depth > 200) throw std::runtime_error("nested more than 200 levels deep");
+  if (++visited > kMaxNodes) throw std::runtime_error("more than a million values in the archive");
   if (v.isTensor()) {
     out.push_back(v.toTensor());
   } else if (v.isObject()) {
-    for (const c10::IValue& s : v.toObject()->slots()) collect_tensors(s, out, depth + 1);
+    for (const c10::IValue& s : v.toObject()->slots()) collect_tensors(s, out, depth + 1, visited);
   } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) collect_tensors(e, out, depth + 1);
+    for (const c10::IValue& e : v.toListRef()) collect_tensors(e, out, depth + 1, visited);
   } else if (v.isTuple()) {
-    for (const c10::IValue& e : v.toTupleRef().elements()) collect_tensors(e, out, depth + 1);
+    for (const c10::IValue& e : v.toTupleRef().elements()) collect_tensors(e, out, depth + 1, visited);
   } else if (v.isGenericDict()) {
     for (const auto& kv : v.toGenericDict()) {
-      collect_tensors(kv.key(), out, depth + 1);
-      collect_tensors(kv.value(), out, depth + 1);
+      collect_tensors(kv.key(), out, depth + 1, visited);
+      collect_tensors(kv.value(), out, depth + 1, visited);
     }
   }
 }
@@ -157,7 +164,8 @@ void check_storages_match_records(const std::string& body) {
   unpickler.set_version(reader.version());
   states.push_back(unpickler.parse_ivalue());
   std::vector<at::Tensor> tensors;
-  for (const c10::IValue& s : states) collect_tensors(s, tensors, 0);
+  size_t visited = 0;
+  for (const c10::IValue& s : states) collect_tensors(s, tensors, 0, visited);
   for (const at::Tensor& t : tensors) {
     if (!t.defined() || !t.has_storage() || t.storage().nbytes() == 0) continue;
     auto it = record_size.find(t.storage().data());
@@ -171,9 +179,10 @@ void check_storages_match_records(const std::string& body) {
 }
 
 void check_tensor_bounds(torch::serialize::InputArchive& archive) {
+  size_t visited = 0;
   for (const std::string& key : archive.keys()) {
     c10::IValue v;
-    if (archive.try_read(key, v)) check_ivalue_bounds(v, key, 0);
+    if (archive.try_read(key, v)) check_ivalue_bounds(v, key, 0, visited);
   }
 }
 
@@ -285,6 +294,8 @@ torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, c
   // 3. Every tensor within its storage, before anything reads a tensor's data.
   try {
     check_tensor_bounds(archive);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("checkpoint '" + path + "' is malformed: " + clean(e));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("checkpoint '" + path + "' is malformed: " + e.what());
   }
