@@ -131,6 +131,17 @@ void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int dep
 void check_storages_match_records(const std::string& body) {
   std::istringstream in(body);
   caffe2::serialize::PyTorchStreamReader reader(&in);
+  // LibTorch allocates a record's size as its zip directory states it before reading the record, so
+  // a few changed bytes there could make it allocate gigabytes. A precaution, not a fix for a seen
+  // failure: the records torchconform writes are small (tensor data stored, code deflated), and
+  // none states more bytes than the whole archive.
+  for (const std::string& name : reader.getAllRecords()) {
+    const size_t size = reader.getRecordSize(name);
+    if (size > body.size()) {
+      throw std::runtime_error("its record '" + name + "' claims " + std::to_string(size) +
+                               " bytes, more than the whole archive (" + std::to_string(body.size()) + ")");
+    }
+  }
   at::DataPtr pickle;
   size_t pickle_size = 0;
   std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
