@@ -14,8 +14,9 @@ set -euo pipefail
 TC_TORCH_VERSION=2.15.0
 TC_JSONSCHEMA_VERSION=4.26.0
 TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libssl-dev
-         chromium   # chromium: the HTML report test renders the page headless
-         libgloo-dev)  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
+         chromium     # chromium: the HTML report test renders the page headless
+         libgloo-dev  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
+         clang libclang-rt-14-dev)  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TC_BUILD_DIR=${TC_BUILD_DIR:-$TC_ROOT/build}
@@ -52,7 +53,7 @@ PY
     "torch==$TC_TORCH_VERSION" "jsonschema==$TC_JSONSCHEMA_VERSION"
 }
 
-tc_configure_and_build() {
+tc_configure_only() {
   local args=(-S "$TC_ROOT" -B "$TC_BUILD_DIR" -G Ninja "-DTC_PYTHON=$TC_VENV/bin/python")
   if [ ! -f "$TC_BUILD_DIR/CMakeCache.txt" ] || \
      ! grep -q "^TC_PYTHON:.*=$TC_VENV/bin/python$" "$TC_BUILD_DIR/CMakeCache.txt"; then
@@ -63,6 +64,10 @@ tc_configure_and_build() {
       exit 2
     }
   fi
+}
+
+tc_configure_and_build() {
+  tc_configure_only
   tc_log "building ($TC_JOBS jobs)"
   cmake --build "$TC_BUILD_DIR" -j "$TC_JOBS"
 }

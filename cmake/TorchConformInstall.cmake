@@ -30,6 +30,7 @@ install(FILES
   harness/cli.h
   harness/record.h
   harness/registry.h
+  harness/sha256.h  # included by reference/checkpoint.h
   DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness)
 install(FILES
   reference/amp_probe.h

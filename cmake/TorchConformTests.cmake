@@ -146,3 +146,22 @@ add_test(NAME example.user_recipe
                  -DSTOCK_BINARY=$<TARGET_FILE:torchconform> -DPYTHON=${TC_PYTHON}
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500)
+
+# --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
+# Corruption corpus (2 x 2,000 files, each load in a forked child), hostile checkpoints made by
+# reference/tests/make_hostile_checkpoints.py (standard-library Python), file-size limit and
+# read-only directory. Links the command line and every suite: `run --json` is tested in-process.
+add_executable(tc_resilience_tests reference/tests/resilience_test.cpp)
+target_link_libraries(tc_resilience_tests PRIVATE tc_cli ${TC_SUITE_TARGETS} tc_reference tc_check_support
+                                                  GTest::gtest_main)
+if(TC_PYTHON)
+  set(TC_TEST_PYTHON_EXE ${TC_PYTHON})
+else()
+  set(TC_TEST_PYTHON_EXE python3)
+endif()
+target_compile_definitions(tc_resilience_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                                      TC_TEST_PYTHON="${TC_TEST_PYTHON_EXE}")
+tc_use_torch_pch(tc_resilience_tests)
+tc_torch_link_fixups(tc_resilience_tests)
+# One label (gtest_discover_tests does not keep a list of labels intact): ctest -L resilience.
+gtest_discover_tests(tc_resilience_tests PROPERTIES LABELS resilience DISCOVERY_TIMEOUT 120)

@@ -3,6 +3,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
+
+#include "harness/sha256.h"
 
 namespace tc {
 
@@ -49,9 +52,19 @@ json report_to_json(const Report& r) {
   Summary s = summarize(r.cells);
   json summary = s.counts;
   summary["total"] = s.total;
-  return {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
-          {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
-          {"summary", summary}};
+  json j = {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
+            {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
+            {"summary", summary}};
+  j["sha256"] = report_content_sha256(j);
+  return j;
+}
+
+std::string report_content_sha256(const json& j) {
+  json content = j;
+  content.erase("sha256");
+  // dump() without indent: keys sorted (nlohmann's std::map), numbers in their shortest round-trip
+  // form, so the text is the same before a write and after a read, however the file is indented.
+  return sha256_hex(content.dump());
 }
 
 Report report_from_json(const json& j) {
@@ -63,6 +76,28 @@ Report report_from_json(const json& j) {
   if (schema != kReportSchema) {
     throw ReportFormatError("report schema is '" + schema + "', this torchconform reads '" +
                             kReportSchema + "'");
+  }
+  // Every top-level field is known (as the schema says: additionalProperties false), so a corrupt
+  // field name is an error, not a field silently missing.
+  static const std::set<std::string> known = {"schema", "tool",       "run",     "environment",
+                                              "cells",  "benchmarks", "summary", "sha256"};
+  for (const auto& item : j.items()) {
+    if (!known.count(item.key())) {
+      throw ReportFormatError("not a torchconform report: unknown field \"" + item.key() +
+                              "\" (corrupt or edited)");
+    }
+  }
+  if (j.contains("sha256")) {
+    std::string content_hash;
+    try {
+      content_hash = report_content_sha256(j);
+    } catch (const json::exception& e) {
+      throw ReportFormatError(std::string("malformed torchconform report: ") + e.what());
+    }
+    if (!j["sha256"].is_string() || j["sha256"].get<std::string>() != content_hash) {
+      throw ReportFormatError(
+          "report is corrupt or was edited: its content does not match its \"sha256\" field");
+    }
   }
   try {
     Report r;
@@ -88,14 +123,31 @@ Report report_from_json(const json& j) {
   }
 }
 
+json parse_json_text(const std::string& text, const std::string& path) {
+  // A depth limit: nlohmann's parser is iterative, but copying, dumping and destroying a value
+  // recurse, so a document nested a million levels deep would overflow the stack later on.
+  json::parser_callback_t limit_depth = [&path](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) {
+      throw ReportFormatError("report '" + path + "' is nested deeper than " +
+                              std::to_string(kMaxJsonDepth) + " levels: not a report");
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number too large for a double (found by the fuzzer:
+    // harness/fuzz/regressions/report/number-overflow.json).
+    throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
 json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ReportFormatError("cannot read report '" + path + "': " + std::strerror(errno));
-  try {
-    return json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw ReportFormatError("report '" + path + "' is not valid JSON: " + e.what());
-  }
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) throw ReportFormatError("cannot read report '" + path + "': read error");
+  return parse_json_text(text, path);
 }
 
 Report read_report_file(const std::string& path) {

@@ -1,12 +1,15 @@
 #include "reference/checkpoint.h"
 
-#include <openssl/evp.h>
-
+#include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/api/compilation_unit.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/torch.h>
 
 #include "harness/atomic_file.h"
@@ -48,6 +51,152 @@ void compare_state(torch::nn::Module& module, torch::serialize::InputArchive& ar
   }
 }
 
+// A tensor's view must lie within its storage. LibTorch's unpickler sets sizes, strides and offset
+// from the file without comparing them with the storage it read, so a crafted file can describe a
+// tensor larger than its data; reading it would read out of bounds.
+void check_tensor_in_storage(const at::Tensor& t, const std::string& where) {
+  if (!t.defined()) return;
+  if (t.layout() != at::kStrided) throw std::runtime_error(where + ": a tensor that is not strided");
+  if (!t.has_storage()) throw std::runtime_error(where + ": a tensor without storage");
+  if (t.numel() == 0) return;
+  using u128 = unsigned __int128;
+  if (t.storage_offset() < 0) throw std::runtime_error(where + ": a negative storage offset");
+  u128 last = static_cast<u128>(t.storage_offset());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) throw std::runtime_error(where + ": a negative stride");
+    last += static_cast<u128>(t.size(d) - 1) * static_cast<u128>(t.stride(d));
+  }
+  const u128 needed = (last + 1) * static_cast<u128>(t.element_size());
+  if (needed > static_cast<u128>(t.storage().nbytes())) {
+    std::ostringstream s;
+    s << where << ": a tensor of sizes " << t.sizes() << ", strides " << t.strides() << " and offset "
+      << t.storage_offset() << " needs " << static_cast<uint64_t>(needed) << " bytes of a storage of "
+      << t.storage().nbytes() << " (declared size and data disagree)";
+    throw std::runtime_error(s.str());
+  }
+}
+
+// Walks at most kMaxNodes values: a pickle can share one list many times over (memo references),
+// so that a plain walk of a small file would visit 2^depth values.
+constexpr size_t kMaxNodes = 1'000'000;
+
+void check_ivalue_bounds(const c10::IValue& v, const std::string& where, int depth, size_t& visited) {
+  if (depth > 200) throw std::runtime_error(where + ": nested more than 200 levels deep");
+  if (++visited > kMaxNodes) throw std::runtime_error("more than a million values in the archive");
+  if (v.isTensor()) {
+    check_tensor_in_storage(v.toTensor(), where);
+  } else if (v.isObject()) {
+    auto obj = v.toObject();
+    for (size_t i = 0; i < obj->slots().size(); ++i) {
+      const std::string name = i < obj->type()->numAttributes() ? obj->type()->getAttributeName(i) : "?";
+      check_ivalue_bounds(obj->getSlot(i), where + "." + name, depth + 1, visited);
+    }
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) check_ivalue_bounds(e, where + "[]", depth + 1, visited);
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) check_ivalue_bounds(e, where + "()", depth + 1, visited);
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) {
+      check_ivalue_bounds(kv.key(), where + "{}", depth + 1, visited);
+      check_ivalue_bounds(kv.value(), where + "{}", depth + 1, visited);
+    }
+  }
+}
+
+// Every storage's declared size (numel x element size, from the pickle) equals its record's size.
+// LibTorch's unpickler builds a storage of the declared size over the record's bytes without
+// comparing the two, so a record shorter than declared gives a storage that reaches past its
+// allocation (seen with torch 2.15: the load succeeds). This runs LibTorch's own unpickler over the
+// archive's data.pkl once more, with our record reader, which notes each record's size by address,
+// and types and objects that are only placeholders (nothing is constructed, no code is looked up).
+void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int depth, size_t& visited) {
+  if (depth > 200) throw std::runtime_error("nested more than 200 levels deep");
+  if (++visited > kMaxNodes) throw std::runtime_error("more than a million values in the archive");
+  if (v.isTensor()) {
+    out.push_back(v.toTensor());
+  } else if (v.isObject()) {
+    for (const c10::IValue& s : v.toObject()->slots()) collect_tensors(s, out, depth + 1, visited);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) collect_tensors(e, out, depth + 1, visited);
+  } else if (v.isTuple()) {
+    for (const c10::IValue& e : v.toTupleRef().elements()) collect_tensors(e, out, depth + 1, visited);
+  } else if (v.isGenericDict()) {
+    for (const auto& kv : v.toGenericDict()) {
+      collect_tensors(kv.key(), out, depth + 1, visited);
+      collect_tensors(kv.value(), out, depth + 1, visited);
+    }
+  }
+}
+
+void check_storages_match_records(const std::string& body) {
+  std::istringstream in(body);
+  caffe2::serialize::PyTorchStreamReader reader(&in);
+  // LibTorch allocates a record's size as its zip directory states it before reading the record, so
+  // a few changed bytes there could make it allocate gigabytes. A precaution, not a fix for a seen
+  // failure: the records torchconform writes are small (tensor data stored, code deflated), and
+  // none states more bytes than the whole archive.
+  for (const std::string& name : reader.getAllRecords()) {
+    const size_t size = reader.getRecordSize(name);
+    if (size > body.size()) {
+      throw std::runtime_error("its record '" + name + "' claims " + std::to_string(size) +
+                               " bytes, more than the whole archive (" + std::to_string(body.size()) + ")");
+    }
+  }
+  at::DataPtr pickle;
+  size_t pickle_size = 0;
+  std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
+  const char* pickle_bytes = static_cast<const char*>(pickle.get());
+  size_t pos = 0;
+  auto read = [&](char* buf, size_t n) {
+    n = std::min(n, pickle_size - pos);
+    std::memcpy(buf, pickle_bytes + pos, n);
+    pos += n;
+    return n;
+  };
+  std::map<const void*, size_t> record_size;
+  auto read_record = [&](const std::string& key) {
+    auto [data, size] = reader.getRecord("data/" + key);
+    record_size[data.get()] = size;
+    return std::move(data);
+  };
+  auto cu = std::make_shared<torch::jit::CompilationUnit>();
+  auto resolve = [&](const c10::QualifiedName& name) {
+    if (auto t = cu->get_class(name)) return c10::StrongTypePtr(cu, t);
+    auto t = c10::ClassType::create(name, cu);
+    cu->register_type(t);
+    return c10::StrongTypePtr(cu, t);
+  };
+  std::vector<c10::IValue> states;
+  auto load_object = [&](const c10::StrongTypePtr& type, c10::IValue state) {
+    states.push_back(std::move(state));
+    return c10::ivalue::Object::create(type, 0);
+  };
+  torch::jit::Unpickler unpickler(read, resolve, load_object, read_record, c10::Device(c10::kCPU));
+  unpickler.set_version(reader.version());
+  states.push_back(unpickler.parse_ivalue());
+  std::vector<at::Tensor> tensors;
+  size_t visited = 0;
+  for (const c10::IValue& s : states) collect_tensors(s, tensors, 0, visited);
+  for (const at::Tensor& t : tensors) {
+    if (!t.defined() || !t.has_storage() || t.storage().nbytes() == 0) continue;
+    auto it = record_size.find(t.storage().data());
+    if (it == record_size.end()) throw std::runtime_error("a tensor whose data is not one of the archive's records");
+    if (it->second != t.storage().nbytes()) {
+      throw std::runtime_error("a storage declared as " + std::to_string(t.storage().nbytes()) +
+                               " bytes whose data is " + std::to_string(it->second) +
+                               " bytes (declared size and data disagree)");
+    }
+  }
+}
+
+void check_tensor_bounds(torch::serialize::InputArchive& archive) {
+  size_t visited = 0;
+  for (const std::string& key : archive.keys()) {
+    c10::IValue v;
+    if (archive.try_read(key, v)) check_ivalue_bounds(v, key, 0, visited);
+  }
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (size_t i = 0; i < v.size() && i < 8; ++i) out += (i ? ", " : "") + v[i];
@@ -57,45 +206,25 @@ std::string join(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::string sha256_hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(bytes.data(), bytes.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
-    throw std::runtime_error("SHA-256 failed (OpenSSL)");
-  }
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < len; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
-}
-
 torch::serialize::OutputArchive checkpoint_archive(const std::vector<CheckpointPart>& parts) {
-  torch::serialize::OutputArchive inner;
+  torch::serialize::OutputArchive archive;
   for (const CheckpointPart& part : parts) {
     torch::serialize::OutputArchive sub;
     part.save(sub);
-    inner.write(part.name, sub);
+    archive.write(part.name, sub);
   }
-  std::ostringstream payload;
-  inner.save_to(payload);
-  const std::string bytes = payload.str();
+  return archive;
+}
 
-  torch::serialize::OutputArchive outer;
-  outer.write("format", c10::IValue(std::string(kCheckpointFormat)));
-  outer.write("sha256", c10::IValue(sha256_hex(bytes)));
-  outer.write("payload", torch::from_blob(const_cast<char*>(bytes.data()),
-                                          {static_cast<int64_t>(bytes.size())}, torch::kUInt8)
-                             .clone());
-  return outer;
+std::string checkpoint_file_bytes(const std::string& body) {
+  return std::string(kCheckpointFormat) + " sha256=" + sha256_hex(body) + " bytes=" +
+         std::to_string(body.size()) + "\n" + body;
 }
 
 std::string checkpoint_bytes(const std::vector<CheckpointPart>& parts) {
-  std::ostringstream file;
-  checkpoint_archive(parts).save_to(file);
-  return file.str();
+  std::ostringstream body;
+  checkpoint_archive(parts).save_to(body);
+  return checkpoint_file_bytes(body.str());
 }
 
 void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path) {
@@ -103,38 +232,85 @@ void save_parts(const std::vector<CheckpointPart>& parts, const std::string& pat
 }
 
 torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Device device) {
-  torch::serialize::InputArchive outer;
-  try {
-    outer.load_from(path, torch::Device(torch::kCPU));
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("cannot read checkpoint '" + path + "' (truncated or not a checkpoint): " + clean(e));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read checkpoint '" + path + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) throw std::runtime_error("cannot read checkpoint '" + path + "': read error");
+  return open_checkpoint_bytes(bytes, path, device);
+}
+
+torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, const std::string& path,
+                                                     c10::Device device) {
+  // 1. The line, the size and the hash, in our code, before LibTorch parses a byte.
+  const std::string head = std::string(kCheckpointFormat) + " sha256=";
+  if (bytes.compare(0, 4, "PK\x03\x04") == 0) {
+    throw std::runtime_error("checkpoint '" + path + "' is a bare LibTorch archive, not a " +
+                             kCheckpointFormat + " file (torchconform.checkpoint/1 from an older "
+                             "torchconform, or torch::save): save it again with this version");
   }
-  c10::IValue format, hash;
-  at::Tensor payload;
-  try {
-    if (!outer.try_read("format", format) || !format.isString() ||
-        format.toStringRef() != kCheckpointFormat) {
-      throw std::runtime_error("checkpoint '" + path + "' is not a " + kCheckpointFormat + " file");
-    }
-    if (!outer.try_read("sha256", hash) || !hash.isString() || !outer.try_read("payload", payload) ||
-        payload.scalar_type() != torch::kUInt8 || payload.dim() != 1) {
-      throw std::runtime_error("checkpoint '" + path + "' lacks its hash or payload");
-    }
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("checkpoint '" + path + "' is corrupt: " + clean(e));
+  if (bytes.compare(0, head.size(), head) != 0) {
+    throw std::runtime_error("checkpoint '" + path + "' is not a " + kCheckpointFormat +
+                             " file (its first line is not '" + kCheckpointFormat + " sha256=...')");
   }
-  payload = payload.contiguous();
-  const std::string bytes(static_cast<const char*>(payload.data_ptr()), static_cast<size_t>(payload.numel()));
-  if (sha256_hex(bytes) != hash.toStringRef()) {
+  const size_t hash_at = head.size();
+  const std::string size_tag = " bytes=";
+  size_t pos = hash_at + 64;
+  bool ok = bytes.size() > pos && bytes.compare(pos, size_tag.size(), size_tag) == 0;
+  for (size_t i = hash_at; ok && i < hash_at + 64; ++i) {
+    ok = (bytes[i] >= '0' && bytes[i] <= '9') || (bytes[i] >= 'a' && bytes[i] <= 'f');
+  }
+  uint64_t declared = 0;
+  size_t digits = 0;
+  if (ok) {
+    pos += size_tag.size();
+    for (; pos < bytes.size() && bytes[pos] >= '0' && bytes[pos] <= '9' && digits < 19; ++pos, ++digits) {
+      declared = declared * 10 + static_cast<uint64_t>(bytes[pos] - '0');
+    }
+    ok = digits > 0 && pos < bytes.size() && bytes[pos] == '\n' &&
+         !(digits > 1 && bytes[pos - digits] == '0');
+  }
+  if (!ok) {
+    throw std::runtime_error("checkpoint '" + path + "' is corrupt: its first line is not '" +
+                             kCheckpointFormat + " sha256=<64 hex digits> bytes=<size>'");
+  }
+  const size_t body_at = pos + 1;
+  const uint64_t actual = bytes.size() - body_at;
+  if (actual != declared) {
+    throw std::runtime_error("checkpoint '" + path + "' is " +
+                             (actual < declared ? "truncated" : "corrupt") + ": " +
+                             std::to_string(actual) + " bytes after its first line, which declares " +
+                             std::to_string(declared));
+  }
+  const std::string body = bytes.substr(body_at);
+  if (sha256_hex(body) != bytes.substr(hash_at, 64)) {
     throw std::runtime_error("checkpoint '" + path + "' is corrupt: its content does not match its SHA-256");
   }
-  torch::serialize::InputArchive inner;
+  // 2. LibTorch parses it (reached only by a file whose hash was computed over its content):
+  //    first the storages' declared sizes against their data, then the archive itself.
   try {
-    inner.load_from(bytes.data(), bytes.size(), device);
+    check_storages_match_records(body);
   } catch (const c10::Error& e) {
-    throw std::runtime_error("checkpoint '" + path + "' has an unreadable payload: " + clean(e));
+    throw std::runtime_error("checkpoint '" + path + "' has an unreadable archive: " + clean(e));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("checkpoint '" + path + "' is malformed: " + e.what());
   }
-  return inner;
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(body.data(), body.size(), device);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("checkpoint '" + path + "' has an unreadable archive: " + clean(e));
+  } catch (const std::exception& e) {
+    throw std::runtime_error("checkpoint '" + path + "' has an unreadable archive: " + e.what());
+  }
+  // 3. Every tensor within its storage, before anything reads a tensor's data.
+  try {
+    check_tensor_bounds(archive);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("checkpoint '" + path + "' is malformed: " + clean(e));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("checkpoint '" + path + "' is malformed: " + e.what());
+  }
+  return archive;
 }
 
 void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path, c10::Device device) {

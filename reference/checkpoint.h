@@ -1,9 +1,15 @@
 // Checkpoints: the full training state as named parts, written atomically, with a content hash.
 //
-// File format (torchconform.checkpoint/1): a LibTorch archive holding "format", "sha256" (hex of
-// the payload) and "payload" (uint8: the bytes of an inner LibTorch archive with one
-// sub-archive per part). Loading checks the format and the hash before any state is touched, finds
-// every part before loading any, and loads the model strictly (same keys, same shapes).
+// File format (torchconform.checkpoint/2): one text line
+//   torchconform.checkpoint/2 sha256=<64 hex digits> bytes=<decimal>\n
+// then exactly that many bytes: a LibTorch archive with one sub-archive per part, whose SHA-256 the
+// line gives. Loading reads the whole file and checks the line, the size and the hash before any
+// byte reaches LibTorch's zip reader or unpickler, so a truncated or bit-flipped file is rejected
+// by our code; then it checks that every tensor in the archive lies within its storage (LibTorch's
+// unpickler does not: a crafted file could otherwise read out of bounds), finds every part before
+// loading any, and loads the model strictly (same keys, same shapes).
+// (torchconform.checkpoint/1, a LibTorch archive wrapping the hashed payload, is refused with a
+// message saying so: a flipped bit in its unhashed outer zip could load the same state unnoticed.)
 #pragma once
 
 #include <functional>
@@ -14,9 +20,11 @@
 #include <torch/nn/module.h>
 #include <torch/serialize/archive.h>
 
+#include "harness/sha256.h"
+
 namespace tc::ref {
 
-inline constexpr const char* kCheckpointFormat = "torchconform.checkpoint/1";
+inline constexpr const char* kCheckpointFormat = "torchconform.checkpoint/2";
 
 // One named part of the full training state; the checkpoint is the list of parts.
 struct CheckpointPart {
@@ -25,16 +33,21 @@ struct CheckpointPart {
   std::function<void(torch::serialize::InputArchive&)> load;
 };
 
-// The checkpoint holding `parts`, as an archive, and as bytes.
+// The LibTorch archive of `parts` (the file's body), and the whole file's bytes (line + body).
 torch::serialize::OutputArchive checkpoint_archive(const std::vector<CheckpointPart>& parts);
 std::string checkpoint_bytes(const std::vector<CheckpointPart>& parts);
+// The file's bytes for a given body (a LibTorch archive's bytes): the line, then the body.
+std::string checkpoint_file_bytes(const std::string& body);
 
 // Writes the parts to `path` atomically (temporary file, fsync, rename).
 void save_parts(const std::vector<CheckpointPart>& parts, const std::string& path);
 
-// Opens a checkpoint and verifies format and hash: the inner archive, parts by name.
+// Opens a checkpoint and verifies format, size, hash and tensor bounds: the archive, parts by name.
 // Throws std::runtime_error naming the path for an unreadable, truncated, corrupt or foreign file.
 torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Device device);
+// The same for a file's bytes already in memory; `name` names it in errors.
+torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, const std::string& name,
+                                                     c10::Device device);
 
 // Loads every part; any missing part, or a corrupt file, throws before any part is loaded.
 void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path, c10::Device device);
@@ -44,7 +57,6 @@ void load_parts(const std::vector<CheckpointPart>& parts, const std::string& pat
 // shaped keys, before anything is modified.
 void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchive& archive);
 
-// SHA-256 of bytes, lower-case hex (OpenSSL).
-std::string sha256_hex(const std::string& bytes);
+using tc::sha256_hex;  // harness/sha256.h: SHA-256 of bytes, lower-case hex (OpenSSL)
 
 }  // namespace tc::ref

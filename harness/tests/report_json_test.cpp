@@ -56,6 +56,28 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.benchmarks[0].samples.size(), 3u);
 }
 
+TEST(ReportJson, Sha256FieldCatchesAnEditAndAnUnknownFieldIsRefused) {
+  const nlohmann::json j = report_to_json(sample_report());
+  ASSERT_TRUE(j.contains("sha256"));
+  EXPECT_EQ(j["sha256"], report_content_sha256(j));
+  EXPECT_NO_THROW(report_from_json(j));
+  nlohmann::json edited = j;
+  edited["cells"][0]["verdict"] = "missed";
+  try {
+    report_from_json(edited);
+    FAIL() << "an edited report was read";
+  } catch (const ReportFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its \"sha256\""), std::string::npos) << e.what();
+  }
+  nlohmann::json without = edited;  // a report written by hand or by an older build: no check
+  without.erase("sha256");
+  EXPECT_EQ(report_from_json(without).cells[0].verdict, Verdict::kMissed);
+  nlohmann::json renamed = j;  // a flipped bit in the field's name
+  renamed["sha2v6"] = renamed["sha256"];
+  renamed.erase("sha256");
+  EXPECT_THROW(report_from_json(renamed), ReportFormatError);
+}
+
 TEST(ReportJson, RejectsOtherSchemaWithPlainMessage) {
   nlohmann::json j = report_to_json(sample_report());
   j["schema"] = "torchconform.report/2";

@@ -217,7 +217,8 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
   {
     const std::string canary = scratch.file("canary");
     const std::string evil = scratch.file("evil.pt");
-    write_bytes(evil, malicious_pickle(canary));
+    // With a correct first line (hash and size recomputed), so that it reaches LibTorch's unpickler.
+    write_bytes(evil, ref::checkpoint_file_bytes(malicious_pickle(canary)));
     Attempt a = try_load(ctx, evil, saved);
     const bool ran = posix_fs::exists(canary);
     m["malicious_pickle_rejected"] = a.rejected;

@@ -25,12 +25,15 @@ class WrapperPrefixedState : public ref::ReferenceRun {
   }
 };
 
-// Fail: torch::save straight over the previous checkpoint: the archive streams into the file
-// while it serialises, so a crash in between leaves a torn file and no previous checkpoint.
+// Fail: the checkpoint written straight over the previous one: the file is truncated when opened
+// and filled while the state serialises, so a crash in between leaves a torn file and no previous
+// checkpoint.
 class NonAtomicSave : public ref::ReferenceRun {
  public:
   void save_checkpoint(const std::string& path) override {
-    ref::checkpoint_archive(checkpoint_parts()).save_to(path);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const std::string bytes = ref::checkpoint_bytes(checkpoint_parts());
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
 };
 
