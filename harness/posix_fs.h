@@ -22,5 +22,10 @@ std::string make_temp_dir(const std::string& prefix);
 // "a/b/c.json" -> "a/b" ("." when there is no slash); "c.json" for base_name.
 std::string dir_name(const std::string& path);
 std::string base_name(const std::string& path);
+// The whole file as bytes; "" when it cannot be read (tests compare files that may be gone).
+std::string read_bytes(const std::string& path);
+// Replaces the file with `bytes` (not atomically: see atomic_file.h for that); throws
+// std::runtime_error naming the path when the write fails.
+void write_bytes(const std::string& path, const std::string& bytes);
 
 }  // namespace tc::posix_fs

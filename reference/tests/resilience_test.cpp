@@ -44,16 +44,8 @@
 namespace tc {
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!out) throw std::runtime_error("cannot write " + path);
-}
+using posix_fs::read_bytes;
+using posix_fs::write_bytes;
 
 std::vector<std::string> list_dir(const std::string& dir) {
   std::vector<std::string> out;

@@ -21,15 +21,8 @@
 namespace tc {
 namespace {
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using posix_fs::read_bytes;
+using posix_fs::write_bytes;
 
 // A PyTorch-style zip whose pickle calls posix.system("touch <canary>") when unpickled.
 std::string malicious_pickle(const std::string& canary) {
