@@ -12,6 +12,8 @@ LibTorch's zip reader and unpickler: the test then shows what those and our own 
   global_builtins_eval.ckpt   data.pkl replaced by a pickle calling builtins.eval("open(CANARY...)")
   storage_short_data.ckpt     the largest tensor storage record cut to half its bytes: the pickle
                               still declares the tensor's full size (declared size > data)
+  view_past_storage.ckpt      data.pkl with the first tensor's storage offset set to 2^30 elements:
+                              storages and records agree, but the view reaches past its storage
 
 Before writing them it proves that the two pickles are live: Python's own pickle.loads of each,
 with a proof canary of its own, in a child process, creates that file (else exit 1). So a test that
@@ -77,6 +79,26 @@ def rezip(body: bytes, replace=None) -> bytes:
     return out.getvalue()
 
 
+def view_past_storage(pkl: bytes) -> bytes:
+    """The pickle with the storage offset of its first tensor (the int right after the first
+    BINPERSID and its memo put, in _rebuild_tensor_v2's arguments) replaced by 2^30. Protocol 2 has no frames, so
+    the opcode may change length."""
+    import pickletools
+
+    ops = list(pickletools.genops(pkl))
+    for i, (op, _arg, pos) in enumerate(ops):
+        if op.name == "BINPERSID":
+            j = i + 1
+            while ops[j][0].name in ("BINPUT", "LONG_BINPUT", "MEMOIZE"):  # the storage memoised
+                j += 1
+            nop, narg, npos = ops[j]
+            if nop.name not in ("BININT1", "BININT2", "BININT") or narg != 0:
+                sys.exit(f"unexpected pickle: {nop.name} {narg!r} after the first BINPERSID")
+            end = ops[j + 1][2]
+            return pkl[:npos] + b"J" + struct.pack("<i", 1 << 30) + pkl[end:]
+    sys.exit("unexpected pickle: no BINPERSID (no tensor)")
+
+
 def prove_live(make_pickle, what: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         proof = os.path.join(d, "proof-canary")
@@ -113,6 +135,8 @@ def main() -> int:
         "global_builtins_eval.ckpt": rezip(body, {pkl[0]: eval_pickle(canary)}),
         "storage_short_data.ckpt": rezip(body, {largest: short}),
     }
+    with zipfile.ZipFile(io.BytesIO(body)) as z:
+        outputs["view_past_storage.ckpt"] = rezip(body, {pkl[0]: view_past_storage(z.read(pkl[0]))})
     for name, new_body in outputs.items():
         with open(os.path.join(outdir, name), "wb") as f:
             f.write(checkpoint_file(new_body))

@@ -8,7 +8,8 @@
 //   never load other content.
 // - Hostile checkpoints, made by reference/tests/make_hostile_checkpoints.py with their hash
 //   recomputed so that they reach LibTorch: pickles calling os.system / builtins.eval, a storage
-//   shorter than its tensor. Rejected, the canary file never created, the model untouched.
+//   shorter than its tensor, a tensor whose storage offset puts its view past its storage (LibTorch
+//   2.15 rejects that one itself). Rejected, the canary file never created, the model untouched.
 // - Writes that cannot complete: a file-size limit hit mid-write, a read-only directory. A clear
 //   error, non-zero exit, the previous checkpoint and report intact byte for byte.
 #include <fcntl.h>
@@ -466,7 +467,8 @@ TEST(HostileCheckpoint, PicklesThatRunCodeAndShortStoragesAreRejectedWithNoSideE
   ASSERT_FALSE(control.crashed) << control.how;
   ASSERT_EQ(control.verdict, 'S') << control.message;
 
-  for (const char* name : {"global_os_system.ckpt", "global_builtins_eval.ckpt", "storage_short_data.ckpt"}) {
+  for (const char* name : {"global_os_system.ckpt", "global_builtins_eval.ckpt", "storage_short_data.ckpt",
+                           "view_past_storage.ckpt"}) {
     const std::string path = out + "/" + name;
     const ChildResult r = in_child([&]() -> std::string {
       try {
