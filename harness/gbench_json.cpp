@@ -17,20 +17,37 @@ bool looks_like_google_benchmark(const json& j) {
          j.contains("benchmarks") && j["benchmarks"].is_array();
 }
 
+namespace {
+
+// The context's fields as they are, or null when absent or of another type: never a conversion
+// (a JSON double beyond int's range converted to int is undefined behaviour, found by
+// tc_fuzz_report; a number where a string belongs threw a json::type_error past the readers).
+json integer_or_null(const json& o, const char* key) {
+  auto it = o.find(key);
+  return (it != o.end() && it->is_number_integer()) ? *it : json(nullptr);
+}
+
+std::string string_or_empty(const json& o, const char* key) {
+  auto it = o.find(key);
+  return (it != o.end() && it->is_string()) ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
 Report report_from_google_benchmark(const json& j) {
   if (!looks_like_google_benchmark(j)) {
     throw ReportFormatError("not Google Benchmark JSON: no \"context\" object and \"benchmarks\" array");
   }
   Report r;
   const json& ctx = j["context"];
-  r.tool = {{"name", "google-benchmark"}, {"version", ctx.value("library_version", "")}, {"git_commit", nullptr}};
-  r.run = {{"started_at", ctx.value("date", "")}, {"argv", json::array({ctx.value("executable", "")})}};
+  r.tool = {{"name", "google-benchmark"}, {"version", string_or_empty(ctx, "library_version")}, {"git_commit", nullptr}};
+  r.run = {{"started_at", string_or_empty(ctx, "date")}, {"argv", json::array({string_or_empty(ctx, "executable")})}};
   json env = ctx;
   env.erase("date");
   env.erase("load_avg");
   r.environment = {{"google_benchmark", env},
-                   {"cpu", {{"logical_cores", ctx.value("num_cpus", 0)}, {"mhz", ctx.value("mhz_per_cpu", 0)}}},
-                   {"os", {{"hostname", ctx.value("host_name", "")}}}};
+                   {"cpu", {{"logical_cores", integer_or_null(ctx, "num_cpus")}, {"mhz", integer_or_null(ctx, "mhz_per_cpu")}}},
+                   {"os", {{"hostname", string_or_empty(ctx, "host_name")}}}};
   struct Acc {
     std::string unit;
     std::vector<double> samples;
