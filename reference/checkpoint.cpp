@@ -347,4 +347,11 @@ void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchiv
   module.load(archive);
 }
 
+void load_model_part_strict(torch::nn::Module& module, const std::string& path) {
+  torch::serialize::InputArchive root = open_checkpoint(path, torch::kCPU);
+  torch::serialize::InputArchive model;
+  if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
+  load_module_strict(module, model);
+}
+
 }  // namespace tc::ref

@@ -57,6 +57,10 @@ void load_parts(const std::vector<CheckpointPart>& parts, const std::string& pat
 // shaped keys, before anything is modified.
 void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchive& archive);
 
+// Opens the checkpoint at `path` on the CPU and loads its "model" part strictly into `module` (a
+// bare, unwrapped model); throws when the file is unreadable, has no "model" part, or mismatches.
+void load_model_part_strict(torch::nn::Module& module, const std::string& path);
+
 using tc::sha256_hex;  // harness/sha256.h: SHA-256 of bytes, lower-case hex (OpenSSL)
 
 }  // namespace tc::ref

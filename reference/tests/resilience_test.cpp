@@ -272,15 +272,22 @@ constexpr int kCorruptions = 1000;  // of each kind, truncations and bit flips
 
 // --- checkpoints ----------------------------------------------------------------------------------
 
+// The valid checkpoint the corpus and the hostile files start from: the reference (seed 3) after
+// `steps` training steps, saved at `path`. Returns the options it was set up with.
+RunOptions trained_checkpoint(ref::ReferenceRun& run, const std::string& path, int steps) {
+  RunOptions o;
+  o.seed = 3;
+  run.setup(o);
+  for (int i = 0; i < steps; ++i) run.train_step();
+  run.save_checkpoint(path);
+  return o;
+}
+
 TEST(CorruptionCorpus, EveryCorruptCheckpointIsRejectedAndTheModelUntouched) {
   ScratchDir dir;
   const std::string good_path = dir.file("good.ckpt");
   ref::ReferenceRun run;
-  RunOptions o;
-  o.seed = 3;
-  run.setup(o);
-  for (int i = 0; i < 3; ++i) run.train_step();
-  run.save_checkpoint(good_path);
+  RunOptions o = trained_checkpoint(run, good_path, 3);
   const std::string good = read_bytes(good_path);
   const NamedTensors saved = snapshot(run.parameters());
 
@@ -439,11 +446,7 @@ TEST(HostileCheckpoint, PicklesThatRunCodeAndShortStoragesAreRejectedWithNoSideE
   ScratchDir dir;
   const std::string good_path = dir.file("good.ckpt");
   ref::ReferenceRun run;
-  RunOptions o;
-  o.seed = 3;
-  run.setup(o);
-  run.train_step();
-  run.save_checkpoint(good_path);
+  RunOptions o = trained_checkpoint(run, good_path, 1);
   const NamedTensors saved = snapshot(run.parameters());
   ref::ReferenceRun dest;
   o.seed = 11;

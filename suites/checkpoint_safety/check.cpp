@@ -86,10 +86,7 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
   {
     std::shared_ptr<torch::nn::Module> bare = run->bare_model();  // not provided: cell skipped
     try {
-      torch::serialize::InputArchive root = ref::open_checkpoint(path, torch::kCPU);
-      torch::serialize::InputArchive model;
-      if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
-      ref::load_module_strict(*bare, model);
+      ref::load_model_part_strict(*bare, path);
       NamedTensors loaded;
       for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
       if (auto d = first_tensor_difference(saved, snapshot(loaded))) {

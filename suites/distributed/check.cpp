@@ -152,10 +152,7 @@ json observe_write(ref::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch
   if (checkpoint) {
     try {
       std::shared_ptr<torch::nn::Module> bare = d.bare_model();
-      torch::serialize::InputArchive root = ref::open_checkpoint(path, torch::kCPU);
-      torch::serialize::InputArchive model;
-      if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
-      ref::load_module_strict(*bare, model);
+      ref::load_model_part_strict(*bare, path);
       NamedTensors loaded;
       for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
       auto diff = first_tensor_difference(snapshot(d.parameters()), snapshot(loaded));
