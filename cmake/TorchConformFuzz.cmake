@@ -13,17 +13,20 @@ set(TC_FUZZ_COMPILE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,add
                     -fno-sanitize-recover=undefined)
 set(TC_FUZZ_LINK -fsanitize=fuzzer,address,undefined)
 
+# The utilities are a leaf library without LibTorch (harness/util): instrumented and linked whole.
+target_compile_options(tc_util PRIVATE ${TC_FUZZ_COMPILE})
+
+# The report readers are the core's: their files without the rest of it (no LibTorch).
 add_executable(tc_fuzz_report harness/fuzz/report_fuzz.cpp harness/report_json.cpp harness/gbench_json.cpp
-                              harness/record.cpp harness/statistics.cpp harness/sha256.cpp)
+                              harness/contract/record.cpp harness/statistics.cpp)
 target_include_directories(tc_fuzz_report PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(tc_fuzz_report PRIVATE nlohmann_json::nlohmann_json OpenSSL::Crypto)
+target_link_libraries(tc_fuzz_report PRIVATE tc_util nlohmann_json::nlohmann_json)
 target_compile_options(tc_fuzz_report PRIVATE ${TC_FUZZ_COMPILE})
 target_link_options(tc_fuzz_report PRIVATE ${TC_FUZZ_LINK})
 
-add_library(tc_fuzz_checkpoint_lib OBJECT reference/checkpoint.cpp harness/atomic_file.cpp
-                                          harness/posix_fs.cpp harness/sha256.cpp)
+add_library(tc_fuzz_checkpoint_lib OBJECT reference/checkpoint.cpp)
 target_include_directories(tc_fuzz_checkpoint_lib PUBLIC ${PROJECT_SOURCE_DIR})
-target_link_libraries(tc_fuzz_checkpoint_lib PUBLIC torch OpenSSL::Crypto)
+target_link_libraries(tc_fuzz_checkpoint_lib PUBLIC tc_util torch)
 target_compile_options(tc_fuzz_checkpoint_lib PUBLIC ${TORCH_CXX_FLAGS} ${TC_FUZZ_COMPILE})
 foreach(target tc_fuzz_checkpoint tc_fuzz_checkpoint_archive)
   add_executable(${target} reference/fuzz/checkpoint_fuzz.cpp)

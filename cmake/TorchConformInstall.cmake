@@ -3,7 +3,7 @@
 # training code from its own project (examples/user_recipe).
 #
 # Layout under P:
-#   include/torchconform/{harness,reference}/*.h    the public headers (listed below)
+#   include/torchconform/harness/{contract,util}/*.h, harness/cli.h, reference/*.h   the public headers
 #   lib/libtc_*.a                                   harness, cli, main, reference, check support, suites
 #   lib/cmake/torchconform/                         torchconformConfig.cmake (+ version, targets)
 #   bin/torchconform                                the stock binary
@@ -21,19 +21,16 @@ foreach(_t IN LISTS TC_SUITE_TARGETS)
 endforeach()
 add_library(tc_suites STATIC ${_tc_suite_objects})
 set_target_properties(tc_suites PROPERTIES LINKER_LANGUAGE CXX)
-target_link_libraries(tc_suites PUBLIC tc_reference tc_check_support tc_reference_distributed tc_dist_launch)
+target_link_libraries(tc_suites PUBLIC tc_reference tc_check_support tc_reference_distributed)
 
-# What a recipe author includes (reference/run.h, harness/registry.h and what they include), tc::cli_main
-# for an own main(), and the reference recipe with its parts so a recipe can derive from it.
-# Internals (runner, writers, tensor_compare, ...) stay out.
+# What a recipe author includes: the contract (harness/contract/: the recipe API, registration,
+# the probe interfaces, benchmark registration) and the utilities it uses (harness/util/),
+# tc::cli_main for an own main(), and the reference recipe with its parts so a recipe can derive
+# from it. The core's internals (runner, writers, ...) and check support stay out.
+install(FILES harness/cli.h DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness)
+install(DIRECTORY harness/contract/ DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness/contract FILES_MATCHING PATTERN "*.h")
+install(DIRECTORY harness/util/ DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness/util FILES_MATCHING PATTERN "*.h")
 install(FILES
-  harness/cli.h
-  harness/record.h
-  harness/registry.h
-  harness/sha256.h  # included by reference/checkpoint.h
-  DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness)
-install(FILES
-  reference/amp_probe.h
   reference/amp_step.h
   reference/autocast.h
   reference/checkpoint.h
@@ -45,10 +42,11 @@ install(FILES
   reference/model.h
   reference/recompute.h
   reference/reference_run.h
-  reference/run.h
   reference/seed.h
   DESTINATION ${TC_INSTALL_INCLUDEDIR}/reference)
 
+set_target_properties(tc_util PROPERTIES EXPORT_NAME util)
+set_target_properties(tc_contract PROPERTIES EXPORT_NAME contract)
 set_target_properties(tc_harness PROPERTIES EXPORT_NAME harness)
 set_target_properties(tc_cli PROPERTIES EXPORT_NAME cli)
 set_target_properties(tc_main PROPERTIES EXPORT_NAME main)
@@ -56,9 +54,7 @@ set_target_properties(tc_reference PROPERTIES EXPORT_NAME reference)
 set_target_properties(tc_check_support PROPERTIES EXPORT_NAME check_support)
 set_target_properties(tc_suites PROPERTIES EXPORT_NAME suites)
 set_target_properties(tc_reference_distributed PROPERTIES EXPORT_NAME reference_distributed)
-set_target_properties(tc_dist_launch PROPERTIES EXPORT_NAME dist_launch)
-install(TARGETS tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
-        tc_dist_launch
+install(TARGETS tc_util tc_contract tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
   EXPORT torchconformTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${TC_INSTALL_INCLUDEDIR})

@@ -29,7 +29,7 @@ gtest_discover_tests(tc_reference_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT
 
 # The suites linked in with every registration: teeth of the checks themselves.
 add_executable(tc_suite_tests suites/teeth_test.cpp)
-target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support GTest::gtest_main)
+target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
 gtest_discover_tests(tc_suite_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
@@ -165,3 +165,13 @@ tc_use_torch_pch(tc_resilience_tests)
 tc_torch_link_fixups(tc_resilience_tests)
 # One label (gtest_discover_tests does not keep a list of labels intact): ctest -L resilience.
 gtest_discover_tests(tc_resilience_tests PROPERTIES LABELS resilience DISCOVERY_TIMEOUT 120)
+
+# --- the layers: the include rule of DESIGN.md, and that the rule catches a forbidden include ----
+if(TC_PYTHON)
+  set(TC_LAYERS_PYTHON ${TC_PYTHON})
+else()
+  set(TC_LAYERS_PYTHON python3)
+endif()
+add_test(NAME layers.include_rule COMMAND ${TC_LAYERS_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers ${PROJECT_SOURCE_DIR})
+add_test(NAME layers.rule_catches_forbidden_includes COMMAND ${TC_LAYERS_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers --self-test)
+set_tests_properties(layers.include_rule layers.rule_catches_forbidden_includes PROPERTIES LABELS unit)

@@ -24,14 +24,14 @@ file(MAKE_DIRECTORY ${WORK})
 
 # 1. Install.
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(f include/torchconform/reference/run.h include/torchconform/harness/registry.h
-          include/torchconform/harness/record.h lib/cmake/torchconform/torchconformConfig.cmake
+foreach(f include/torchconform/harness/contract/run.h include/torchconform/harness/contract/registry.h
+          include/torchconform/harness/contract/record.h lib/cmake/torchconform/torchconformConfig.cmake
           lib/cmake/torchconform/torchconformConfigVersion.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "the install lacks ${f}")
   endif()
 endforeach()
-foreach(f include/torchconform/harness/runner.h include/torchconform/harness/tensor_compare.h)
+foreach(f include/torchconform/harness/runner.h include/torchconform/suites/support/tensor_compare.h)
   if(EXISTS ${prefix}/${f})
     message(FATAL_ERROR "an internal header was installed: ${f}")
   endif()
@@ -92,6 +92,17 @@ list(SORT expected_recipes)
 list(SORT my_recipes)
 if(NOT "${my_recipes}" STREQUAL "${expected_recipes}")
   message(FATAL_ERROR "recipes differ: the example has [${my_recipes}], expected [${expected_recipes}]")
+endif()
+
+# The installed package carries the benchmarks (registered in suites/, like every registration).
+step("stock bench list" ${STOCK_BINARY} bench --benchmark_list_tests=true)
+set(stock_bench "${step_out}")
+step("example bench list" ${exe} bench --benchmark_list_tests=true)
+if(NOT "${step_out}" STREQUAL "${stock_bench}")
+  message(FATAL_ERROR "benchmarks differ: the example lists\n${step_out}\nthe stock binary\n${stock_bench}")
+endif()
+if(NOT stock_bench MATCHES "reference/train_step")
+  message(FATAL_ERROR "the stock binary lists no reference/train_step benchmark:\n${stock_bench}")
 endif()
 
 # 4. Every check on the team's recipe: exit 0 (every cell ok or skipped) and one cell per check.

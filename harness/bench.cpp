@@ -8,28 +8,6 @@
 #include "harness/statistics.h"
 
 namespace tc::bench {
-namespace {
-
-// Google Benchmark function name -> (name, device), filled by add() during static registration.
-std::map<std::string, std::pair<std::string, std::string>>& registered() {
-  static std::map<std::string, std::pair<std::string, std::string>> m;
-  return m;
-}
-
-}  // namespace
-
-std::string gbench_name(const std::string& name, const std::string& device) {
-  return name + "/device:" + device;
-}
-
-benchmark::internal::Benchmark* add(const std::string& name, const std::string& device,
-                                    std::function<void(benchmark::State&)> fn) {
-  const std::string gname = gbench_name(name, device);
-  if (!registered().emplace(gname, std::make_pair(name, device)).second) {
-    throw std::logic_error("benchmark '" + name + "' on '" + device + "' is registered twice");
-  }
-  return benchmark::RegisterBenchmark(gname.c_str(), [fn = std::move(fn)](benchmark::State& s) { fn(s); });
-}
 
 std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
   std::vector<BenchmarkRecord> out;
@@ -40,10 +18,10 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
     auto it = index.find(key);
     if (it == index.end()) {
       BenchmarkRecord r;
-      auto reg = registered().find(run.run_name.function_name);
-      if (reg != registered().end() && key == run.run_name.function_name) {
-        r.name = reg->second.first;
-        r.device = reg->second.second;
+      auto reg = registered_as(run.run_name.function_name);
+      if (reg && key == run.run_name.function_name) {
+        r.name = reg->first;
+        r.device = reg->second;
       } else {
         r.name = key;
         r.device = "cpu";

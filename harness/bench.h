@@ -1,12 +1,10 @@
 // Benchmarks through Google Benchmark, folded into the report's `benchmarks` array.
 //
-// A benchmark registers with tc::bench::add("name", "device", fn) (a thin wrapper over
-// benchmark::RegisterBenchmark that remembers the device; it returns Google Benchmark's builder,
-// so options chain). `torchconform bench [google-benchmark flags]` runs them with Google
+// A benchmark registers with tc::bench::add("name", "device", fn) (harness/contract/bench_registry.h).
+// `torchconform bench [google-benchmark flags]` runs them with Google
 // Benchmark's own runner; CollectingReporter forwards everything to the console reporter and keeps
 // each per-repetition run; records_from_runs() turns those into BenchmarkRecords (samples = one
 // value per repetition, real time in the benchmark's time unit; median and cv over them).
-// No torch here: the benchmarks themselves live next to what they measure.
 #pragma once
 
 #include <functional>
@@ -16,16 +14,10 @@
 
 #include <benchmark/benchmark.h>
 
-#include "harness/record.h"
+#include "harness/contract/bench_registry.h"  // add(), gbench_name()
+#include "harness/contract/record.h"
 
 namespace tc::bench {
-
-// Registers `fn` under `name` for `device`. A duplicate (name, device) throws std::logic_error.
-benchmark::internal::Benchmark* add(const std::string& name, const std::string& device,
-                                    std::function<void(benchmark::State&)> fn);
-
-// The Google Benchmark name that add() registered for (name, device): "name/device:cpu".
-std::string gbench_name(const std::string& name, const std::string& device);
 
 // Per-repetition runs (run_type iteration, no error) grouped by run name, in first-seen order.
 // A run registered through add() gets its (name, device); any other gets its run name and "cpu".

@@ -10,9 +10,10 @@
 
 #include <CLI/CLI.hpp>
 
-#include "harness/atomic_file.h"
-#include "harness/posix_fs.h"
+#include "harness/util/atomic_file.h"
+#include "harness/util/posix_fs.h"
 #include "harness/bench.h"
+#include "harness/catalogue.h"
 #include "harness/compare.h"
 #include "harness/compare_html.h"
 #include "harness/compare_text.h"
@@ -22,11 +23,12 @@
 #include "harness/gbench_json.h"
 #include "harness/html_writer.h"
 #include "harness/multi_process.h"
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
 #include "harness/trend.h"
 #include "harness/trend_html.h"
+#include "harness/trend_text.h"
 #include "harness/version.h"
 
 namespace tc {
@@ -52,6 +54,24 @@ json tool_json() {
           {"git_commit", build::kGitCommit ? json(build::kGitCommit) : json(nullptr)}};
 }
 
+// Bad usage or bad input: the message, and exit 2 (cli_main's one catch).
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What every report written by `run` and `bench` starts with: the tool, the run (started_at,
+// argv, seed, devices) and the environment as the run found it.
+Report report_header(int argc, char** argv, int64_t seed, const json& devices) {
+  Report report;
+  report.tool = tool_json();
+  json argv_json = json::array();
+  for (int i = 0; i < argc; ++i) argv_json.push_back(argv[i]);
+  report.run = {{"started_at", utc_now()}, {"argv", argv_json}, {"seed", seed}, {"devices", devices}};
+  report.environment = capture_environment();
+  return report;
+}
+
 std::vector<std::string> split_list(const std::vector<std::string>& items) {
   std::vector<std::string> out;
   for (const std::string& item : items) {
@@ -63,33 +83,21 @@ std::vector<std::string> split_list(const std::vector<std::string>& items) {
   return out;
 }
 
+// This very binary (multi-process cells launch it under torchrun).
+std::string self_executable() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+}
+
 int cmd_list(bool as_json) {
   const Registry& reg = Registry::global();
+  const int gpus = cuda_available() ? cuda_device_count() : 0;
   if (as_json) {
-    json j = {{"checks", json::array()}, {"recipes", json::array()}};
-    for (const CheckInfo& c : reg.checks()) j["checks"].push_back({{"name", c.name}, {"promise", c.promise}, {"covers_variants", c.covers_variants}});
-    for (const RecipeInfo& r : reg.recipes()) {
-      j["recipes"].push_back({{"name", r.name}, {"description", r.description}, {"targets", r.targets}});
-    }
-    j["devices"] = {{"cpu", true}, {"cuda", cuda_available()}};
-    std::cout << j.dump(2) << '\n';
-    return 0;
+    std::cout << catalogue_json(reg, gpus).dump(2) << '\n';
+  } else {
+    std::cout << render_catalogue_text(reg, gpus);
   }
-  std::cout << "checks:\n";
-  for (const CheckInfo& c : reg.checks()) std::cout << "  " << c.name << "\n      " << c.promise << '\n';
-  std::cout << "\nrecipes:\n";
-  for (const RecipeInfo& r : reg.recipes()) {
-    std::cout << "  " << r.name;
-    if (r.is_variant()) {
-      std::cout << "  (broken variant; must be caught by:";
-      for (const auto& t : r.targets) std::cout << ' ' << t;
-      std::cout << ')';
-    }
-    std::cout << "\n      " << r.description << '\n';
-  }
-  std::cout << "\ndevices:\n  cpu   available\n  cuda  "
-            << (cuda_available() ? std::to_string(cuda_device_count()) + " device(s)" : "not available")
-            << '\n';
   return 0;
 }
 
@@ -99,77 +107,58 @@ struct RunArgs {
   int64_t seed = 1234;
   bool quick = false;
   bool no_distributed = false;
+  std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string json_path = "reports/latest.json";
   std::string html_path = "reports/latest.html";
 };
 
-int cmd_run(const RunArgs& a, int argc, char** argv) {
-  const Registry& reg = Registry::global();
-  for (const std::string& p : reg.validate()) {
-    std::cerr << "torchconform: " << p << '\n';
-    return kExitUsage;
-  }
+// The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
+RunPlan plan_run(const Registry& reg, const RunArgs& a) {
+  for (const std::string& p : reg.validate()) throw UsageError(p);
   RunPlan plan;
   plan.checks = split_list(a.checks);
   plan.recipes = split_list(a.recipes);
   plan.seed = a.seed;
   plan.quick = a.quick;
   plan.cuda_present = cuda_available();
-  // Multi-process checks: outside torchrun each such cell launches torchrun itself (or is left out
-  // with --no-distributed); under torchrun only they run, each rank its share, and only rank 0
-  // judges and writes the report.
-  const bool worker = under_torchrun();
-  const int rank = worker ? torchrun_rank() : 0;
-  if (worker || a.no_distributed) {
+  plan.executable = self_executable();
+  plan.worker = under_torchrun();
+  plan.work_dir = a.work_dir;
+  if (plan.work_dir.empty()) {
+    const char* id = std::getenv("TORCHELASTIC_RUN_ID");
+    plan.work_dir = std::string("reports/distributed/") + (id && *id ? id : "run");
+  }
+  // Multi-process checks: outside torchrun the runner launches torchrun for each of their cells (or
+  // --no-distributed leaves them out); under torchrun only they run, each rank its share, and only
+  // rank 0 judges and writes the report.
+  if (plan.worker || a.no_distributed) {
     std::vector<std::string> wanted = plan.checks;
     if (wanted.empty()) {
       for (const CheckInfo& c : reg.checks()) wanted.push_back(c.name);
     }
     std::vector<std::string> kept;
     for (const std::string& c : wanted) {
-      if (is_multi_process_check(c) == worker) kept.push_back(c);
+      const CheckInfo* info = reg.find_check(c);
+      if (info == nullptr || info->multi_process() == plan.worker) kept.push_back(c);  // unknown: plan_cells names it
     }
     if (kept.empty()) {
-      std::cerr << "torchconform: "
-                << (worker ? "under torchrun only the multi-process checks run (e.g. --check distributed)"
-                           : "--no-distributed leaves no check to run")
-                << '\n';
-      return kExitUsage;
+      throw UsageError(plan.worker ? "under torchrun only the multi-process checks run (e.g. --check distributed)"
+                                   : "--no-distributed leaves no check to run");
     }
     plan.checks = kept;
   }
-  std::vector<PlannedCell> planned;
   try {
     plan.devices = resolve_devices(a.device);
-    planned = plan_cells(reg, plan);
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
+    if (plan_cells(reg, plan).empty()) throw UsageError("nothing to run: no check or recipe is registered");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
   }
-  if (planned.empty()) {
-    std::cerr << "torchconform: nothing to run: no check or recipe is registered\n";
-    return kExitUsage;
-  }
+  return plan;
+}
 
-  Report report;
-  report.tool = tool_json();
-  json argv_json = json::array();
-  for (int i = 0; i < argc; ++i) argv_json.push_back(argv[i]);
-  json devices = json::array();
-  for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
-  report.run = {{"started_at", utc_now()}, {"argv", argv_json}, {"seed", a.seed},
-                {"quick", a.quick},        {"devices", devices}};
-  report.environment = capture_environment();
-
-  if (worker && rank != 0) {  // rank 0 reports; the other ranks only say when something broke
-    report.cells = run_cells(reg, plan);
-    for (const Cell& c : report.cells) {
-      if (c.verdict == Verdict::kError) print_cell_line(std::cerr, c, 0, 1);
-    }
-    return exit_code_for(report.cells);
-  }
-  std::cerr << "torchconform: " << planned.size() << " cells (" << plan.devices.size()
-            << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
+// Runs the plan's cells with a line of progress per cell on stderr (and the running cell on a
+// terminal).
+std::vector<Cell> run_with_progress(const Registry& reg, const RunPlan& plan) {
   const bool tty = isatty(STDERR_FILENO) != 0;
   RunCallbacks cb;
   cb.on_start = [&](const PlannedCell& p, size_t i, size_t n) {
@@ -182,36 +171,51 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     if (tty) std::cerr << "\33[2K";
     print_cell_line(std::cerr, c, i, n);
   };
-  report.cells = run_cells(reg, plan, cb);
-  report.run["ended_at"] = utc_now();
+  return run_cells(reg, plan, cb);
+}
 
-  print_summary(std::cout, report.cells);
-  try {
-    if (!a.json_path.empty()) {
-      write_file_atomically(a.json_path, report_to_json(report).dump(2) + "\n");
-      std::cerr << "torchconform: wrote " << a.json_path << '\n';
-    }
-    if (!a.html_path.empty()) {
-      write_file_atomically(a.html_path, render_html(report));
-      std::cerr << "torchconform: wrote " << a.html_path << '\n';
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
+// Writes each path given ('' skips); a path that cannot be written throws (exit 2), and what was
+// there before stays (atomic writes).
+void write_report(const Report& report, const std::string& json_path, const std::string& html_path) {
+  if (!json_path.empty()) {
+    write_file_atomically(json_path, report_to_json(report).dump(2) + "\n");
+    std::cerr << "torchconform: wrote " << json_path << '\n';
   }
+  if (!html_path.empty()) {
+    write_file_atomically(html_path, render_html(report));
+    std::cerr << "torchconform: wrote " << html_path << '\n';
+  }
+}
+
+int cmd_run(const RunArgs& a, int argc, char** argv) {
+  const Registry& reg = Registry::global();
+  const RunPlan plan = plan_run(reg, a);
+  json devices = json::array();
+  for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
+  Report report = report_header(argc, argv, a.seed, devices);
+  report.run["quick"] = a.quick;
+
+  if (plan.worker && torchrun_rank() != 0) {  // rank 0 reports; the others only say what broke
+    report.cells = run_cells(reg, plan);
+    for (const Cell& c : report.cells) {
+      if (c.verdict == Verdict::kError) print_cell_line(std::cerr, c, 0, 1);
+    }
+    return exit_code_for(report.cells);
+  }
+  std::cerr << "torchconform: " << plan_cells(reg, plan).size() << " cells (" << plan.devices.size()
+            << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
+  report.cells = run_with_progress(reg, plan);
+  report.run["ended_at"] = utc_now();
+  print_summary(std::cout, report.cells);
+  write_report(report, a.json_path, a.html_path);
   return exit_code_for(report.cells);
 }
 
 int cmd_report(const std::string& in, const std::string& html) {
-  try {
-    Report r = read_report_file(in);
-    write_file_atomically(html, render_html(r));
-    std::cerr << "torchconform: wrote " << html << '\n';
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
-  }
+  Report r = read_report_file(in);
+  write_file_atomically(html, render_html(r));
+  std::cerr << "torchconform: wrote " << html << '\n';
+  return 0;
 }
 
 struct CompareArgs {
@@ -223,34 +227,18 @@ struct CompareArgs {
 // Exit 0: nothing regressed; 1: a regression or a verdict that got worse; 2: bad input.
 int cmd_compare(const CompareArgs& a) {
   CompareOptions options;
-  try {
-    options.set_threshold(parse_percent(a.threshold));
-    for (const std::string& m : a.metric_thresholds) {
-      auto [name, t] = parse_metric_threshold(m);
-      options.metric_threshold(name, t);
-    }
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
+  options.set_threshold(parse_percent(a.threshold));
+  for (const std::string& m : a.metric_thresholds) {
+    auto [name, t] = parse_metric_threshold(m);
+    options.metric_threshold(name, t);
   }
-  Comparison c;
-  try {
-    Report base = read_comparable_file(a.base);
-    Report next = read_comparable_file(a.next);
-    c = compare_reports(base, next, options, a.base, a.next);
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
-  }
+  Report base = read_comparable_file(a.base);
+  Report next = read_comparable_file(a.next);
+  const Comparison c = compare_reports(base, next, options, a.base, a.next);
   std::cout << render_compare_text(c);
   if (!a.html.empty()) {
-    try {
-      write_file_atomically(a.html, render_compare_html(c));
-      std::cerr << "torchconform: wrote " << a.html << '\n';
-    } catch (const std::exception& e) {
-      std::cerr << "torchconform: " << e.what() << '\n';
-      return kExitUsage;
-    }
+    write_file_atomically(a.html, render_compare_html(c));
+    std::cerr << "torchconform: wrote " << a.html << '\n';
   }
   return exit_code_for(c);
 }
@@ -264,10 +252,7 @@ int cmd_bench(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" || a.rfind("--json=", 0) == 0) {
-      if (a == "--json" && i + 1 >= argc) {
-        std::cerr << "torchconform: --json needs a path\n";
-        return kExitUsage;
-      }
+      if (a == "--json" && i + 1 >= argc) throw UsageError("--json needs a path");
       json_path = a == "--json" ? argv[++i] : a.substr(7);
       merge = true;
       continue;
@@ -294,25 +279,15 @@ int cmd_bench(int argc, char** argv) {
   benchmark::Initialize(&gargc, gargv.data());
   if (benchmark::ReportUnrecognizedArguments(gargc, gargv.data())) return kExitUsage;
 
-  Report report;
   const bool existing = merge && posix_fs::exists(json_path);
-  try {
-    if (existing) report = read_report_file(json_path);  // bad input fails before the long run
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
-  }
-  const std::string started = utc_now();
-  // Before the benchmarks run: they may change global flags (the reference recipe turns
-  // deterministic algorithms on), and a report records the machine as the run found it.
-  const json environment = existing ? json() : capture_environment();
+  // Before the benchmarks run: bad input fails before the long run, and the header records the
+  // machine as the run found it (benchmarks may change global flags: the reference recipe turns
+  // deterministic algorithms on).
+  Report report = existing ? read_report_file(json_path) : report_header(argc, argv, 0, json::array({"cpu"}));
   bench::CollectingReporter reporter(std::make_unique<benchmark::ConsoleReporter>());
   const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
-  if (ran == 0) {
-    std::cerr << "torchconform: no benchmark matched (see `torchconform bench --benchmark_list_tests`)\n";
-    return kExitUsage;
-  }
+  if (ran == 0) throw UsageError("no benchmark matched (see `torchconform bench --benchmark_list_tests`)");
   int errors = 0;
   for (const auto& r : reporter.runs()) {
     if (r.error_occurred && r.error_message.rfind("skipped: ", 0) == 0) {
@@ -328,22 +303,10 @@ int cmd_bench(int argc, char** argv) {
     if (errors > 0) return 1;
     return 0;  // --benchmark_list_tests and the like: nothing ran, nothing to write
   }
-  if (!existing) {
-    report.tool = tool_json();
-    json argv_json = json::array();
-    for (int i = 0; i < argc; ++i) argv_json.push_back(argv[i]);
-    report.run = {{"started_at", started}, {"ended_at", utc_now()}, {"argv", argv_json},
-                  {"seed", 0},             {"devices", json::array({"cpu"})}};
-    report.environment = environment;
-  }
+  if (!existing) report.run["ended_at"] = utc_now();
   bench::merge_benchmarks(report.benchmarks, records);
-  try {
-    write_file_atomically(json_path, report_to_json(report).dump(2) + "\n");
-    std::cerr << "torchconform: wrote " << records.size() << " benchmark record(s) to " << json_path << '\n';
-  } catch (const std::exception& e) {
-    std::cerr << "torchconform: " << e.what() << '\n';
-    return kExitUsage;
-  }
+  write_file_atomically(json_path, report_to_json(report).dump(2) + "\n");
+  std::cerr << "torchconform: wrote " << records.size() << " benchmark record(s) to " << json_path << '\n';
   return errors > 0 ? 1 : 0;
 }
 
@@ -357,35 +320,37 @@ struct TrendArgs {
 int cmd_trend(const TrendArgs& a) {
   TrendOptions o;
   o.window = a.window;
+  o.threshold = parse_percent(a.threshold);
+  if (a.window < 1) throw UsageError("--window must be at least 1");
   std::vector<Report> runs;
   std::vector<std::string> labels;
+  for (const std::string& f : a.files) {
+    runs.push_back(read_comparable_file(f));
+    const json& started = runs.back().run.is_object() && runs.back().run.contains("started_at")
+                              ? runs.back().run["started_at"] : json();
+    labels.push_back(started.is_string() && !started.get<std::string>().empty()
+                         ? started.get<std::string>() + " (" + posix_fs::base_name(f) + ")"
+                         : f);
+  }
+  const Trend t = compute_trend(runs, labels, o);
+  std::cout << render_trend_text(t);
+  if (!a.html.empty()) {
+    write_file_atomically(a.html, render_trend_html(t));
+    std::cerr << "torchconform: wrote " << a.html << '\n';
+  }
+  return exit_code_for(t);
+}
+
+// The one usage-error path: a command's bad usage, bad input or a write that cannot complete ends
+// here with its message and exit 2 (nothing already written is lost: every write is atomic).
+template <typename Fn>
+int guarded(Fn&& command) {
   try {
-    o.threshold = parse_percent(a.threshold);
-    if (a.window < 1) throw std::invalid_argument("--window must be at least 1");
-    for (const std::string& f : a.files) {
-      runs.push_back(read_comparable_file(f));
-      const json& started = runs.back().run.is_object() && runs.back().run.contains("started_at")
-                                ? runs.back().run["started_at"] : json();
-      labels.push_back(started.is_string() && !started.get<std::string>().empty()
-                           ? started.get<std::string>() + " (" + posix_fs::base_name(f) + ")"
-                           : f);
-    }
+    return command();
   } catch (const std::exception& e) {
     std::cerr << "torchconform: " << e.what() << '\n';
     return kExitUsage;
   }
-  Trend t = compute_trend(runs, labels, o);
-  std::cout << render_trend_text(t);
-  if (!a.html.empty()) {
-    try {
-      write_file_atomically(a.html, render_trend_html(t));
-      std::cerr << "torchconform: wrote " << a.html << '\n';
-    } catch (const std::exception& e) {
-      std::cerr << "torchconform: " << e.what() << '\n';
-      return kExitUsage;
-    }
-  }
-  return exit_code_for(t);
 }
 
 }  // namespace
@@ -397,13 +362,7 @@ int cli_main(int argc, char** argv) {
       "counts only when the reference passes and every variant it targets is caught.\n"
       "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage."};
   app.require_subcommand(1);
-  // Multi-process checks launch this very binary under torchrun.
-  {
-    char self[4096];
-    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) setenv("TORCHCONFORM_SELF", std::string(self, static_cast<size_t>(n)).c_str(), 1);
-  }
-  if (argc >= 2 && std::string(argv[1]) == "bench") return cmd_bench(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "bench") return guarded([&] { return cmd_bench(argc, argv); });
 
   bool list_json = false;
   auto* list = app.add_subcommand("list", "List checks, recipes (and which checks must catch each "
@@ -421,6 +380,9 @@ int cli_main(int argc, char** argv) {
   run->add_flag("--no-distributed", ra.no_distributed,
                 "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
                 "one rank per GPU with NCCL)");
+  run->add_option("--work-dir", ra.work_dir,
+                  "Under torchrun: the directory every rank of a multi-process check shares (the same "
+                  "path on every node; default reports/distributed/<torchrun run id>)");
   run->add_option("--json", ra.json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", ra.html_path, "Report HTML path ('' to skip)")->capture_default_str();
 
@@ -466,12 +428,14 @@ int cli_main(int argc, char** argv) {
     app.exit(e);
     return kExitUsage;
   }
-  if (*list) return cmd_list(list_json);
-  if (*run) return cmd_run(ra, argc, argv);
-  if (*report) return cmd_report(report_in, report_html);
-  if (*compare) return cmd_compare(ca);
-  if (*trend) return cmd_trend(ta);
-  return kExitUsage;
+  return guarded([&] {
+    if (*list) return cmd_list(list_json);
+    if (*run) return cmd_run(ra, argc, argv);
+    if (*report) return cmd_report(report_in, report_html);
+    if (*compare) return cmd_compare(ca);
+    if (*trend) return cmd_trend(ta);
+    return kExitUsage;
+  });
 }
 
 }  // namespace tc

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 #include "harness/statistics.h"
 
 namespace tc {

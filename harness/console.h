@@ -4,7 +4,7 @@
 #include <ostream>
 #include <vector>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 namespace tc {
 

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 namespace tc {
 

@@ -83,6 +83,21 @@ void environment_section(std::ostringstream& h, const json& env) {
     << escape(env.dump(2)) << "</pre></details>\n";
 }
 
+// The promises a check judged (metrics.promises: id, status, evidence), one line each; empty if none.
+std::string promises_list(const Cell& c) {
+  if (!c.metrics.is_object() || !c.metrics.contains("promises") || !c.metrics["promises"].is_array()) return "";
+  std::ostringstream h;
+  h << "<ul class=\"promises\">";
+  for (const auto& p : c.metrics["promises"]) {
+    const std::string status = p.is_object() ? field(p, "status") : "";
+    h << "<li class=\"promise " << escape(status) << "\" data-promise=\"" << escape(p.is_object() ? field(p, "id") : "")
+      << "\"><b>" << escape(status) << "</b> " << escape(p.is_object() ? field(p, "id") : "") << ": "
+      << escape(p.is_object() ? field(p, "evidence") : "") << "</li>";
+  }
+  h << "</ul>";
+  return h.str();
+}
+
 void cell_element(std::ostringstream& h, const Cell& c) {
   const char* v = to_string(c.verdict);
   h << "<td class=\"cell " << v << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\"" << escape(c.recipe)
@@ -90,6 +105,7 @@ void cell_element(std::ostringstream& h, const Cell& c) {
     << v << "</span> <span class=\"muted\">expected " << to_string(c.expected) << ", outcome " << to_string(c.outcome)
     << "</span></summary>";
   h << "<pre class=\"evidence\">" << escape(c.evidence) << "</pre>";
+  h << promises_list(c);
   h << loss_chart(c);
   h << "<details><summary>metrics</summary><pre>" << escape(c.metrics.dump(1)) << "</pre></details>";
   h << "<div class=\"muted\">" << num(c.duration_s) << " s</div></details></td>";

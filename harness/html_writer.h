@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 namespace tc {
 

@@ -1,27 +1,31 @@
-// Checks that run as several processes under torchrun (the `distributed` check), and whether this
-// process is one of torchrun's workers. No torch here.
+// Multi-process cells, a runner feature: a check registered with ->MultiProcess(n) implements
+// the worker only (what one rank does; rank 0 returns the cell's result). Outside torchrun the
+// runner launches torchrun on the torchconform binary for each such cell (`run` restricted to that
+// one cell, with --work-dir shared by the ranks) and takes rank 0's cell from the report it writes;
+// under torchrun (RANK and WORLD_SIZE set) `run` runs only such checks, each rank its share, and only
+// rank 0 writes reports. `run --no-distributed` leaves them out. No torch here.
 //
-// `torchconform run` under torchrun (RANK and WORLD_SIZE set) runs only these checks, each rank
-// its share, and only rank 0 writes reports; outside torchrun such a check launches torchrun
-// itself. `run --no-distributed` leaves them out.
+// World size: on CUDA one rank per GPU; on the CPU the check's declared ranks
+// (TORCHCONFORM_DIST_NPROC overrides). The launch is killed after TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S
+// (default 300).
 #pragma once
 
 #include <string>
 
-#include "harness/registry.h"  // TC_CONCAT
+#include "harness/contract/registry.h"
 
 namespace tc {
 
-void mark_multi_process_check(const std::string& check);
-bool is_multi_process_check(const std::string& check);
+struct PlannedCell;
+struct RunPlan;
 
 // RANK and WORLD_SIZE are in the environment (torchrun, or a launcher that sets them as it does).
 bool under_torchrun();
 int torchrun_rank();  // RANK, 0 when unset
 
-}  // namespace tc
+// Outside torchrun: runs the cell's check as ranks under torchrun and returns rank 0's result
+// (metrics.device_label names the world, e.g. "cpu×2"). Throws SkipCell / HarnessError as a
+// check does.
+CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan& plan, const CheckContext& ctx);
 
-// Registers `check` (also registered with TC_REGISTER_CHECK) as a multi-process check.
-#define TC_MARK_MULTI_PROCESS(check)                                                   \
-  static const bool TC_CONCAT(tc_multi_process_, __LINE__) =                           \
-      (::tc::mark_multi_process_check(check), true)
+}  // namespace tc

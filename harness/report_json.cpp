@@ -5,7 +5,7 @@
 #include <fstream>
 #include <set>
 
-#include "harness/sha256.h"
+#include "harness/util/sha256.h"
 
 namespace tc {
 

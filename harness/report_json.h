@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 namespace tc {
 

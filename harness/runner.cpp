@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "harness/multi_process.h"
+
 namespace tc {
 namespace {
 
@@ -66,11 +68,17 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   ctx.device = cell.device;
   ctx.seed = plan.seed;
   ctx.quick = plan.quick;
+  ctx.cuda_present = plan.cuda_present;
   ctx.make_run = planned.recipe->make;
+  ctx.work_dir = plan.work_dir;
+  ctx.recipe_is_variant = planned.recipe->is_variant();
+  ctx.expected = cell.expected;
 
   const auto start = std::chrono::steady_clock::now();
   try {
-    CheckResult result = planned.check->fn(ctx);
+    CheckResult result = planned.check->multi_process() && !plan.worker
+                             ? launch_multi_process_cell(planned, plan, ctx)
+                             : planned.check->fn(ctx);
     cell.outcome = result.outcome;
     cell.evidence = std::move(result.evidence);
     cell.metrics = std::move(result.metrics);

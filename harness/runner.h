@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/record.h"
-#include "harness/registry.h"
+#include "harness/contract/record.h"
+#include "harness/contract/registry.h"
 
 namespace tc {
 
@@ -24,6 +24,12 @@ struct RunPlan {
   int64_t seed = 0;
   bool quick = false;
   bool cuda_present = false;  // the machine has a usable CUDA device (whatever --device says)
+  // Multi-process checks (->MultiProcess(n), harness/multi_process.h): outside torchrun the runner
+  // launches torchrun on `executable` for each of their cells; as one of torchrun's workers
+  // (`worker`) it runs the check in this process, with `work_dir` shared by every rank.
+  std::string executable;
+  bool worker = false;
+  std::string work_dir;
 };
 
 struct PlannedCell {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "harness/compare.h"
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 namespace tc {
 
@@ -46,6 +46,5 @@ Trend compute_trend(const std::vector<Report>& runs, const std::vector<std::stri
 // 0: no persistent regression; 1 otherwise.
 int exit_code_for(const Trend& t);
 
-std::string render_trend_text(const Trend& t);
 
 }  // namespace tc

@@ -12,7 +12,7 @@
 #include <torch/csrc/jit/serialization/unpickler.h>
 #include <torch/torch.h>
 
-#include "harness/atomic_file.h"
+#include "harness/util/atomic_file.h"
 
 namespace tc::ref {
 namespace {

@@ -20,7 +20,7 @@
 #include <torch/nn/module.h>
 #include <torch/serialize/archive.h>
 
-#include "harness/sha256.h"
+#include "harness/util/sha256.h"
 
 namespace tc::ref {
 
@@ -61,6 +61,6 @@ void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchiv
 // bare, unwrapped model); throws when the file is unreadable, has no "model" part, or mismatches.
 void load_model_part_strict(torch::nn::Module& module, const std::string& path);
 
-using tc::sha256_hex;  // harness/sha256.h: SHA-256 of bytes, lower-case hex (OpenSSL)
+using tc::sha256_hex;  // harness/util/sha256.h: SHA-256 of bytes, lower-case hex (OpenSSL)
 
 }  // namespace tc::ref

@@ -19,6 +19,8 @@
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
 
+#include "harness/contract/loader_probe.h"  // LoaderOptions
+
 namespace tc::ref {
 
 struct DataOptions {
@@ -85,14 +87,6 @@ uint64_t batch_seed(uint64_t epoch_seed, int64_t batch);
 // so reserving a core for it would idle one of few cores; past 8 the per-batch work here is too
 // small to need more and threads only add contention.
 int64_t default_workers(bool host_trains);
-
-struct LoaderOptions {
-  int64_t workers = -1;  // 0: batches are made on the training thread; -1: default_workers()
-  // Batches in flight per worker. 4, as the seeds' DataLoader(prefetch_factor=4): a deeper queue
-  // absorbs the host's jitter (measured on a loaded 2-core machine, data_saturation's sweep:
-  // 2 workers waited 6-31% in four measurements with depth 2, 1.4% with depth 4).
-  int64_t prefetch = 4;
-};
 
 // Makes batches first..count-1 with `make_batch` on worker threads (batch b on worker
 // (b - first) % workers, like PyTorch's round robin) and hands them out in order.

@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/atomic_file.h"
+#include "harness/util/atomic_file.h"
 
 namespace tc::ref {
 

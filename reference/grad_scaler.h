@@ -27,6 +27,8 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include "harness/contract/amp_probe.h"  // GradScalerOptions, GradScalerState
+
 namespace torch::optim {
 class Optimizer;
 }
@@ -36,30 +38,6 @@ class InputArchive;
 }  // namespace torch::serialize
 
 namespace tc::ref {
-
-struct GradScalerOptions {
-  double init_scale = 65536.0;  // 2^16
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
-  bool enabled = true;  // false: scale() returns its input, step() just steps, the rest are no-ops
-
-  GradScalerOptions& with_init_scale(double v) { init_scale = v; return *this; }
-  GradScalerOptions& with_growth_factor(double v) { growth_factor = v; return *this; }
-  GradScalerOptions& with_backoff_factor(double v) { backoff_factor = v; return *this; }
-  GradScalerOptions& with_growth_interval(int64_t v) { growth_interval = v; return *this; }
-  GradScalerOptions& with_enabled(bool v) { enabled = v; return *this; }
-};
-
-// PyTorch's state_dict(): {"scale", "growth_factor", "backoff_factor", "growth_interval",
-// "_growth_tracker"}; a disabled scaler has none (std::nullopt).
-struct GradScalerState {
-  double scale = 0.0;
-  double growth_factor = 0.0;
-  double backoff_factor = 0.0;
-  int64_t growth_interval = 0;
-  int64_t growth_tracker = 0;
-};
 
 class GradScaler {
  public:

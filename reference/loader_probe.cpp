@@ -51,7 +51,6 @@ at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) {
   return x;
 }
 
-void SimulatedDevice::step() const { std::this_thread::sleep_for(step_time_); }
 
 DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
   TORCH_CHECK(data_, "measure_data_wait: call setup() first");

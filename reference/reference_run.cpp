@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/atomic_file.h"
+#include "harness/util/atomic_file.h"
 #include "reference/autocast.h"
 #include "reference/compat.h"
 

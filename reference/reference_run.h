@@ -13,12 +13,13 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
-#include "reference/amp_probe.h"
+#include "harness/contract/amp_probe.h"
+#include "reference/grad_scaler.h"
 #include "reference/checkpoint.h"
 #include "reference/data.h"
 #include "reference/loader_probe.h"
 #include "reference/model.h"
-#include "reference/run.h"
+#include "harness/contract/run.h"
 #include "reference/seed.h"
 
 namespace tc::ref {

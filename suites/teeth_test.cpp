@@ -4,8 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/devices.h"
-#include "harness/multi_process.h"
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "harness/runner.h"
 #include "reference/reference_run.h"
 
@@ -46,12 +45,10 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
   plan.devices = {{"cpu", true, ""}};
   plan.seed = 77;  // another seed than the CLI's default
   plan.cuda_present = cuda_available();
-  // data_saturation times the loader against a simulated device: its judged cells run as
-  // conformance ctests alone (RUN_SERIAL), not here beside other tests competing for the cores.
+  // A check that runs alone (it measures time) or as several processes (the runner launches
+  // torchrun on the torchconform binary) has its cells as conformance ctests instead.
   for (const CheckInfo& c : Registry::global().checks()) {
-    // distributed launches torchrun on the torchconform binary: its cells are conformance ctests
-    // (label multi).
-    if (c.name != "data_saturation" && !is_multi_process_check(c.name)) plan.checks.push_back(c.name);
+    if (!c.runs_alone && !c.multi_process()) plan.checks.push_back(c.name);
   }
   auto cells = run_cells(Registry::global(), plan);
   ASSERT_FALSE(cells.empty());

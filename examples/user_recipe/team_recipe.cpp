@@ -3,7 +3,7 @@
 // The first half is training code as a team would write it anyway: a small MLP that classifies
 // synthetic tabular data, AdamW with a step-decay learning rate, gradient clipping, a seeded
 // shuffle, and a checkpoint that holds the full training state. The second half is all that
-// torchconform needs: a tc::Run that drives it (reference/run.h) and one TC_REGISTER_RECIPE line.
+// torchconform needs: a tc::Run that drives it (harness/contract/run.h) and one TC_RECIPE line.
 // Linked with torchconform::suite, `team_checks run --recipe team_mlp` runs every check on it.
 #include <algorithm>
 #include <cmath>
@@ -16,8 +16,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
-#include "harness/registry.h"
-#include "reference/run.h"
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
 
 namespace team {
 
@@ -367,7 +367,6 @@ class TeamMlpRun : public tc::Run {
 
 }  // namespace team
 
-TC_REGISTER_RECIPE(team::TeamMlpRun, "team_mlp",
-                   "the team's MLP on tabular data: AdamW, step-decay lr, clipping, full-state "
-                   "checkpoints (examples/user_recipe)",
-                   {});
+TC_RECIPE(team::TeamMlpRun, "team_mlp",
+          "the team's MLP on tabular data: AdamW, step-decay lr, clipping, full-state "
+                   "checkpoints (examples/user_recipe)");

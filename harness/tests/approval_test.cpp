@@ -14,14 +14,18 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/posix_fs.h"
+#include "harness/util/posix_fs.h"
 
+#include "harness/catalogue.h"
+#include "harness/contract/run.h"
 #include "harness/compare.h"
+#include "harness/console.h"
 #include "harness/compare_html.h"
 #include "harness/compare_text.h"
 #include "harness/html_writer.h"
 #include "harness/report_json.h"
 #include "harness/trend.h"
+#include "harness/trend_text.h"
 #include "harness/trend_html.h"
 
 namespace tc {
@@ -142,6 +146,55 @@ TEST(Approval, TrendTextAndHtml) {
   expect_approved("trend.approved.txt", render_trend_text(t));
   expect_approved("trend.approved.html", render_trend_html(t));
 }
+
+TEST(Approval, ConsoleMatrix) {
+  const Report r = fixed_report();
+  std::ostringstream os;
+  for (size_t i = 0; i < r.cells.size(); ++i) print_cell_line(os, r.cells[i], i, r.cells.size());
+  print_summary(os, r.cells);
+  expect_approved("console.approved.txt", os.str());
+}
+
+// A registry of its own: the catalogue of `list` and `list --json` with every attribute shown.
+Registry fixed_registry() {
+  Registry reg;
+  auto check = [](const char* name, const char* promise) {
+    CheckInfo c;
+    c.name = name;
+    c.promise = promise;
+    c.fn = [](const CheckContext&) { return CheckResult::pass("held"); };
+    c.file = "suites/x/check.cpp";
+    return c;
+  };
+  CheckInfo a = check("reproducibility", "two runs, one seed: bitwise equal");
+  a.promises = {{"same_seed_bitwise", "bitwise equal"}, {"other_seed_differs", "another seed, another run"}};
+  CheckInfo d = check("distributed", "DDP gradients equal one process");
+  d.ranks = 2;
+  d.timeout_s = 600;
+  CheckInfo s = check("data_saturation", "the loader keeps up");
+  s.runs_alone = true;
+  CheckInfo u = check("fsdp", "sharded training matches DDP (Python only)");
+  u.covers_variants = false;
+  u.unsupported = "no FSDP in C++";
+  for (CheckInfo* c : {&a, &d, &s, &u}) reg.add_check(*c);
+  auto recipe = [](const char* name, const char* description, std::vector<std::string> targets, const char* needs) {
+    RecipeInfo r;
+    r.name = name;
+    r.description = description;
+    r.targets = std::move(targets);
+    r.needs = needs;
+    r.make = [] { return std::unique_ptr<Run>(); };
+    return r;
+  };
+  reg.add_recipe(recipe("reference", "every practice done right", {}, ""));
+  reg.add_recipe(recipe("no_seed", "never seeds", {"reproducibility"}, ""));
+  reg.add_recipe(recipe("mixed_devices", "a tensor left on the CPU", {"distributed", "reproducibility"}, "cuda"));
+  return reg;
+}
+
+TEST(Approval, ListText) { expect_approved("list.approved.txt", render_catalogue_text(fixed_registry(), 0)); }
+
+TEST(Approval, ListJson) { expect_approved("list.approved.json", catalogue_json(fixed_registry(), 2).dump(2) + "\n"); }
 
 }  // namespace
 }  // namespace tc

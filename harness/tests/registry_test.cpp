@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "harness/registry.h"
-#include "reference/run.h"
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
 
 namespace tc {
 namespace {
@@ -65,6 +65,42 @@ TEST(Registry, ValidateFlagsVariantTargetingUnknownCheck) {
   ASSERT_EQ(problems.size(), 1u);
   EXPECT_NE(problems[0].find("typo_check"), std::string::npos);
   EXPECT_NE(problems[0].find("file.cpp:7"), std::string::npos);
+}
+
+TEST(Registry, BuilderSetsEveryAttributeOfTheRegisteredCheckAndRecipe) {
+  Registry reg;
+  reg.add_check({"a", "p", always_pass, "a.cpp", 1});
+  CheckBuilder check(reg, "a");
+  check.Promise("first", "the first promise")->Promise("second")->MultiProcess(3)->RunsAlone()->Timeout(42)
+      ->CorrectRecipesOnly()->Preflight([](const CheckContext&) { throw SkipCell("no probe"); });
+  const CheckInfo& c = *reg.find_check("a");
+  ASSERT_EQ(c.promises.size(), 2u);
+  EXPECT_EQ(c.promises[0].id, "first");
+  EXPECT_EQ(c.promises[0].text, "the first promise");
+  EXPECT_EQ(c.promises[1].id, "second");
+  EXPECT_TRUE(c.multi_process());
+  EXPECT_EQ(c.ranks, 3);
+  EXPECT_TRUE(c.runs_alone);
+  EXPECT_EQ(c.timeout_s, 42);
+  EXPECT_FALSE(c.covers_variants);
+  EXPECT_THROW(c.preflight(CheckContext{}), SkipCell);
+
+  reg.add_recipe(recipe("broken", {}));
+  RecipeBuilder(reg, "broken").MustBeCaughtBy({"a"})->Needs("cuda");
+  const RecipeInfo& r = *reg.find_recipe("broken");
+  EXPECT_EQ(r.targets, std::vector<std::string>{"a"});
+  EXPECT_EQ(r.needs, "cuda");
+  EXPECT_TRUE(r.is_variant());
+  EXPECT_EQ(reg.expected("a", "broken"), Expected::kFail);
+}
+
+TEST(Registry, DefaultsOfARegisteredCheck) {
+  CheckInfo c{"a", "p", always_pass, "a.cpp", 1};
+  EXPECT_FALSE(c.multi_process());
+  EXPECT_FALSE(c.runs_alone);
+  EXPECT_TRUE(c.covers_variants);
+  EXPECT_EQ(c.timeout_s, 900);
+  EXPECT_TRUE(c.promises.empty());
 }
 
 }  // namespace

@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/atomic_file.h"
+#include "harness/util/atomic_file.h"
 #include "harness/html_writer.h"
-#include "harness/posix_fs.h"
+#include "harness/util/posix_fs.h"
 #include "harness/report_json.h"
 
 namespace tc {

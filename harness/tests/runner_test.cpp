@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "harness/record.h"
+#include "harness/contract/record.h"
 #include "harness/runner.h"
-#include "reference/run.h"
+#include "harness/contract/run.h"
 
 namespace tc {
 namespace {
@@ -136,6 +136,46 @@ TEST_F(RunnerTest, ProgressCallbacksSeeEveryCell) {
   run_cells(reg, plan, cb);
   EXPECT_EQ(started, 10u);
   EXPECT_EQ(done, 10u);
+}
+
+// Multi-process checks are a runner feature: outside torchrun the runner launches them, never calls
+// the worker in this process; the preflight skips a cell before anything is launched.
+TEST_F(RunnerTest, MultiProcessCheckIsLaunchedNotCalledAndItsPreflightSkipsFirst) {
+  bool worker_called = false;
+  CheckInfo multi{"multi", "p", [&](const CheckContext&) { worker_called = true; return CheckResult::pass("w"); }, "t", 8};
+  multi.ranks = 2;
+  multi.preflight = [](const CheckContext& ctx) {
+    if (ctx.recipe == "variant") throw SkipCell("the recipe lacks the probe");
+  };
+  reg.add_check(multi);
+  plan.executable = "";  // nothing to launch: the runner says so (harness error), after the preflight
+  Cell skipped = only("multi", "variant");
+  EXPECT_EQ(skipped.verdict, Verdict::kSkipped);
+  EXPECT_EQ(skipped.evidence, "the recipe lacks the probe");
+  Cell launched = only("multi", "reference");
+  EXPECT_EQ(launched.verdict, Verdict::kError);
+  EXPECT_NE(launched.evidence.find("runs as several processes"), std::string::npos) << launched.evidence;
+  EXPECT_FALSE(worker_called);
+  // As one of torchrun's workers the runner calls the check itself, with the shared directory.
+  plan.worker = true;
+  plan.work_dir = "/shared/dir";
+  std::string seen_dir;
+  reg.find_check("multi")->fn = [&](const CheckContext& ctx) { seen_dir = ctx.work_dir; return CheckResult::pass("w"); };
+  EXPECT_EQ(only("multi", "reference").verdict, Verdict::kOk);
+  EXPECT_EQ(seen_dir, "/shared/dir");
+}
+
+TEST_F(RunnerTest, ContextCarriesTheCellsExpectationAndTheMachine) {
+  CheckContext seen;
+  reg.add_check({"ctx", "p", [&](const CheckContext& ctx) { seen = ctx; return CheckResult::pass("w"); }, "t", 9});
+  plan.cuda_present = true;
+  only("ctx", "variant");
+  EXPECT_EQ(seen.expected, Expected::kAny);
+  EXPECT_TRUE(seen.recipe_is_variant);
+  EXPECT_TRUE(seen.cuda_present);
+  only("ctx", "reference");
+  EXPECT_EQ(seen.expected, Expected::kPass);
+  EXPECT_FALSE(seen.recipe_is_variant);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 #include "reference/recompute.h"
 #include "reference/reference_run.h"
 

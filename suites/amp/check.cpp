@@ -1,6 +1,6 @@
 // amp: mixed precision is still right, and the GradScaler does its job.
 //
-// Drives the recipe through tc::ref::AmpProbe (reference/amp_probe.h): the check asks for mixed
+// Drives the recipe through tc::AmpProbe (harness/contract/amp_probe.h): the check asks for mixed
 // precision in a dtype; how the recipe does it is what is measured.
 //
 // 1. parity: N mixed-precision steps against N fp32 steps from the same start, run one after the
@@ -34,15 +34,14 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
-#include "reference/amp_probe.h"
+#include "suites/support/kit.h"
+#include "suites/support/tensor_compare.h"
+#include "harness/contract/amp_probe.h"
 #include "reference/autocast.h"
 
 namespace tc {
 namespace {
 
-using ref::AmpOptions;
-using ref::AmpProbe;
 
 struct Amp {
   std::unique_ptr<Run> run;
@@ -50,14 +49,9 @@ struct Amp {
 };
 
 Amp fresh(const CheckContext& ctx, const AmpOptions& options) {
-  Amp a;
-  a.run = ctx.make_run();
-  a.probe = dynamic_cast<AmpProbe*>(a.run.get());
-  if (!a.probe) {
-    throw SkipCell("recipe '" + ctx.recipe +
-                   "' does not implement tc::ref::AmpProbe (reference/amp_probe.h), so its mixed "
-                   "precision cannot be switched on from outside");
-  }
+  auto r = fresh_run_with<AmpProbe>(ctx, "tc::AmpProbe (harness/contract/amp_probe.h)",
+                                   "its mixed precision cannot be switched on from outside");
+  Amp a{std::move(r.run), r.probe};
   a.probe->set_amp(options);
   a.run->setup(run_options(ctx, ctx.seed));
   return a;
@@ -104,8 +98,8 @@ std::string sci(double v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void parity(const CheckContext& ctx, c10::ScalarType dtype, std::vector<std::string>& problems,
-            std::vector<std::string>& held, nlohmann::json& m) {
+void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
+  nlohmann::json& m = out.metrics();
   const int64_t steps = ctx.quick ? 4 : 6;
   const double tol = 8.0 * unit_roundoff(dtype);
   ScratchDir scratch;
@@ -184,9 +178,9 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, std::vector<std::str
   if (!bad.empty()) {
     std::string s = what + ": ";
     for (size_t i = 0; i < bad.size(); ++i) s += (i ? "; " : "") + bad[i];
-    problems.push_back(s);
+    out.broken("parity", s);
   } else {
-    held.push_back(what + ": loss within " + sci(worst_loss) + ", update within " + sci(update_err));
+    out.held("parity", what + ": loss within " + sci(worst_loss) + ", update within " + sci(update_err));
   }
 }
 
@@ -206,8 +200,8 @@ double small_gradient_weight(const CheckContext& ctx) {
   return std::ldexp(1.0, static_cast<int>(std::lround(std::log2(std::ldexp(1.0, -20) / median))));
 }
 
-void underflow(const CheckContext& ctx, double w, std::vector<std::string>& problems,
-               std::vector<std::string>& held, nlohmann::json& m) {
+void underflow(const CheckContext& ctx, double w, Findings& out) {
+  nlohmann::json& m = out.metrics();
   constexpr double kMaxFlushed = 1e-3;
   Amp f = fresh(ctx, amp(c10::kFloat, w));
   f.run->train_step();
@@ -216,7 +210,7 @@ void underflow(const CheckContext& ctx, double w, std::vector<std::string>& prob
   h.run->train_step();
   const at::Tensor g16 = flat(h.run->parameters(), true);
   if (g16.numel() != g32.numel()) {
-    problems.push_back("underflow: the fp16 step left gradients on other parameters than the fp32 step");
+    out.broken("underflow", "underflow: the fp16 step left gradients on other parameters than the fp32 step");
     return;
   }
   const int64_t nonzero = (g32 != 0).sum().item<int64_t>();
@@ -233,17 +227,17 @@ void underflow(const CheckContext& ctx, double w, std::vector<std::string>& prob
                            "%; " + std::to_string(below) + " lie under fp16's smallest subnormal 2^-24; bar " +
                            format_double(100 * kMaxFlushed, 3) + "%)";
   if (!finite) {
-    problems.push_back("underflow: the fp16 step left non-finite gradients");
+    out.broken("underflow", "underflow: the fp16 step left non-finite gradients");
   } else if (frac > kMaxFlushed) {
-    problems.push_back(what);
+    out.broken("underflow", what);
   } else {
-    held.push_back(what);
+    out.held("underflow", what);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-void accounting(const CheckContext& ctx, double w, std::vector<std::string>& problems,
-                std::vector<std::string>& held, nlohmann::json& m) {
+void accounting(const CheckContext& ctx, double w, Findings& out) {
+  nlohmann::json& m = out.metrics();
   const int64_t interval = 3, steps = 12, inject = 4;
   AmpOptions o = amp(c10::kHalf, w);
   o.scaler.growth_interval = interval;
@@ -308,10 +302,10 @@ void accounting(const CheckContext& ctx, double w, std::vector<std::string>& pro
                             {"per_step", per_step}};
   if (!has_scaler && bad.empty()) bad.push_back("the recipe trains fp16 without an enabled GradScaler");
   if (!bad.empty()) {
-    problems.push_back("scaler accounting (fp16, inf injected at step " + std::to_string(inject) + ", growth interval " +
+    out.broken("scaler_accounting", "scaler accounting (fp16, inf injected at step " + std::to_string(inject) + ", growth interval " +
                        std::to_string(interval) + "): " + bad.front());
   } else {
-    held.push_back("scaler accounting: inf at step " + std::to_string(inject) + " -> step skipped, scale backed off; " +
+    out.held("scaler_accounting", "scaler accounting: inf at step " + std::to_string(inject) + " -> step skipped, scale backed off; " +
                    std::to_string(g) + " growths, " + std::to_string(s) + " skip(s) in " + std::to_string(steps) +
                    " steps; scale " + sci(final_scale) + " == 2^16*2^" + std::to_string(g) + "*0.5^" +
                    std::to_string(s) + " = " + sci(formula) + " after every step");
@@ -319,8 +313,8 @@ void accounting(const CheckContext& ctx, double w, std::vector<std::string>& pro
 }
 
 // ---------------------------------------------------------------------------------------------
-void clipping(const CheckContext& ctx, double max_norm, std::vector<std::string>& problems,
-              std::vector<std::string>& held, nlohmann::json& m) {
+void clipping(const CheckContext& ctx, double max_norm, Findings& out) {
+  nlohmann::json& m = out.metrics();
   constexpr double kRelTol = 1e-3;
   Amp a = fresh(ctx, amp(c10::kHalf));
   at::Tensor raw;
@@ -343,15 +337,15 @@ void clipping(const CheckContext& ctx, double max_norm, std::vector<std::string>
                              "): unscaled gradient norm " + format_double(norm_g, 4) + ", asked max_norm " +
                              format_double(max_norm, 4) + ", the optimizer saw norm " + sci(norm_f);
     if (std::abs(norm_f - expected) > kRelTol * expected) {
-      problems.push_back(what + (clipped ? ": the clip threshold in effect was " + sci(norm_f) +
+      out.broken("clip_after_unscale", what + (clipped ? ": the clip threshold in effect was " + sci(norm_f) +
                                                " (max_norm / scale = " + sci(max_norm / scale) + ")"
                                          : ": expected " + sci(expected)));
     } else {
-      held.push_back(what + (clipped ? " = the threshold asked for" : " (under the bound: left alone)"));
+      out.held("clip_after_unscale", what + (clipped ? " = the threshold asked for" : " (under the bound: left alone)"));
     }
     return;
   }
-  problems.push_back("clipping (fp16): the scaler skipped all of 16 steps");
+  out.broken("clip_after_unscale", "clipping (fp16): the scaler skipped all of 16 steps");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -377,7 +371,8 @@ std::vector<std::string> cpu_amp_flags() {
 // here would judge the model and the neighbours, not the practice; the throughput promise is
 // measured by the amp/ benchmarks on a matmul-heavy transformer block (Google Benchmark,
 // repetitions, median, cv) and gated by `compare`.
-void throughput(const CheckContext& ctx, nlohmann::json& m, std::vector<std::string>& held) {
+void throughput(const CheckContext& ctx, Findings& out) {
+  nlohmann::json& m = out.metrics();
   const bool cuda = ctx.device == "cuda";
   const c10::ScalarType dtype = ref::AutocastGuard::default_dtype(cuda ? c10::kCUDA : c10::kCPU);
   Amp f = fresh(ctx, amp(c10::kFloat));
@@ -414,7 +409,7 @@ void throughput(const CheckContext& ctx, nlohmann::json& m, std::vector<std::str
   m["throughput"] = {{"dtype", name(dtype)}, {"ratio_amp_over_fp32", ratio}, {"round_ratios", ratios},
                      {"fp32_step_s", median(tf)}, {"amp_step_s", median(ta)}, {"hardware", hw}, {"judged", false}};
   auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-  held.push_back("throughput " + name(dtype) + "/fp32 = " + format_double(ratio, 3) + " (median of " +
+  out.recorded("throughput", "throughput " + name(dtype) + "/fp32 = " + format_double(ratio, 3) + " (median of " +
                  std::to_string(rounds) + " interleaved rounds, " + format_double(*lo, 3) + ".." +
                  format_double(*hi, 3) + "; " + hw +
                  "): recorded, not judged on this model (amp/ benchmarks measure it on a transformer block)");
@@ -422,8 +417,7 @@ void throughput(const CheckContext& ctx, nlohmann::json& m, std::vector<std::str
 
 CheckResult check_amp(const CheckContext& ctx) {
   const bool cuda = ctx.device == "cuda";
-  nlohmann::json m = nlohmann::json::object();
-  std::vector<std::string> problems, held;
+  Findings f;
   double max_norm = 0.0;
   {
     Amp probe = fresh(ctx, amp(c10::kFloat));
@@ -431,28 +425,26 @@ CheckResult check_amp(const CheckContext& ctx) {
   }
   const std::vector<c10::ScalarType> dtypes =
       cuda ? std::vector<c10::ScalarType>{c10::kHalf, c10::kBFloat16} : std::vector<c10::ScalarType>{c10::kBFloat16, c10::kHalf};
-  for (auto t : dtypes) parity(ctx, t, problems, held, m);
+  for (auto t : dtypes) parity(ctx, t, f);
   const double w = small_gradient_weight(ctx);
-  underflow(ctx, w, problems, held, m);
-  accounting(ctx, w, problems, held, m);
-  if (max_norm > 0) clipping(ctx, max_norm, problems, held, m);
-  throughput(ctx, m, held);
-
-  std::string ev;
-  for (const auto& p : problems) ev += (ev.empty() ? "" : "\n") + std::string("- ") + p;
-  if (!problems.empty()) {
-    for (const auto& h : held) ev += "\n  held: " + h;
-    return CheckResult::fail(ev, m);
-  }
-  for (const auto& h : held) ev += (ev.empty() ? "" : "\n") + h;
-  return CheckResult::pass(ev, m);
+  underflow(ctx, w, f);
+  accounting(ctx, w, f);
+  if (max_norm > 0) clipping(ctx, max_norm, f);
+  throughput(ctx, f);
+  return f.result();
 }
 
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("amp",
-                  "mixed precision within 8u of fp32 (loss, update); no fp16 gradient underflow; the "
-                  "GradScaler skips inf steps, backs off and grows; clipping acts on unscaled gradients; "
-                  "AMP/fp32 throughput recorded",
-                  tc::check_amp);
+namespace tc {
+TC_CHECK(amp,
+         "mixed precision within 8u of fp32 (loss, update); no fp16 gradient underflow; the "
+              "GradScaler skips inf steps, backs off and grows; clipping acts on unscaled gradients; "
+              "AMP/fp32 throughput recorded")
+    ->Promise("parity", "mixed precision within 8u of fp32 (loss, update)")
+    ->Promise("underflow", "no fp16 gradient underflow")
+    ->Promise("scaler_accounting", "the GradScaler skips inf steps, backs off and grows")
+    ->Promise("clip_after_unscale", "clipping acts on unscaled gradients")
+    ->Promise("throughput", "AMP/fp32 throughput recorded");
+}  // namespace tc

@@ -2,7 +2,7 @@
 // GradScaler, clip after unscale_, never a hand-made .half() model).
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -22,7 +22,7 @@ class ManualHalf : public ref::ReferenceRun {
     return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
   }
   std::unique_ptr<ref::GradScaler> make_grad_scaler() override {
-    return std::make_unique<ref::GradScaler>(ref::GradScalerOptions{}.with_enabled(false));
+    return std::make_unique<ref::GradScaler>(tc::GradScalerOptions{}.with_enabled(false));
   }
 };
 
@@ -31,7 +31,7 @@ class ManualHalf : public ref::ReferenceRun {
 class Fp16WithoutScaler : public ref::ReferenceRun {
  protected:
   std::unique_ptr<ref::GradScaler> make_grad_scaler() override {
-    return std::make_unique<ref::GradScaler>(ref::GradScalerOptions{}.with_enabled(false));
+    return std::make_unique<ref::GradScaler>(tc::GradScalerOptions{}.with_enabled(false));
   }
 };
 
@@ -51,12 +51,13 @@ class ClipBeforeUnscale : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::ManualHalf, "manual_half",
-                   "mixed precision by casting the model to the lower precision (.half()) and training "
-                   "in it: no autocast, no GradScaler",
-                   {"amp"});
-TC_REGISTER_RECIPE(tc::variants::Fp16WithoutScaler, "fp16_without_scaler",
-                   "fp16 autocast without a GradScaler", {"amp"});
-TC_REGISTER_RECIPE(tc::variants::ClipBeforeUnscale, "clip_before_unscale",
-                   "clips the gradients before scaler.unscale_(): the scaled gradients are clipped",
-                   {"amp"});
+TC_RECIPE(tc::variants::ManualHalf, "manual_half",
+          "mixed precision by casting the model to the lower precision (.half()) and training "
+                   "in it: no autocast, no GradScaler")
+    ->MustBeCaughtBy({"amp"});
+TC_RECIPE(tc::variants::Fp16WithoutScaler, "fp16_without_scaler",
+          "fp16 autocast without a GradScaler")
+    ->MustBeCaughtBy({"amp"});
+TC_RECIPE(tc::variants::ClipBeforeUnscale, "clip_before_unscale",
+          "clips the gradients before scaler.unscale_(): the scaled gradients are clipped")
+    ->MustBeCaughtBy({"amp"});

@@ -2,7 +2,7 @@
 // counters detect it at backward; the check trains an epoch and reports that error as evidence.
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -32,5 +32,8 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("autograd_inplace", "training never mutates a tensor autograd saved",
-                  tc::check_autograd_inplace);
+namespace tc {
+TC_CHECK(autograd_inplace,
+         "training never mutates a tensor autograd saved")
+    ->Promise("no_inplace_on_saved", "training never mutates a tensor autograd saved");
+}  // namespace tc

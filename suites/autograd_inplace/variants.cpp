@@ -2,7 +2,7 @@
 // autograd still needs").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -20,5 +20,6 @@ class InplaceOnSaved : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::InplaceOnSaved, "inplace_on_saved",
-                   "modifies in place a tensor autograd saved for backward", {"autograd_inplace"});
+TC_RECIPE(tc::variants::InplaceOnSaved, "inplace_on_saved",
+          "modifies in place a tensor autograd saved for backward")
+    ->MustBeCaughtBy({"autograd_inplace"});

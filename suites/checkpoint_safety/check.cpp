@@ -14,8 +14,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
-#include "harness/posix_fs.h"
-#include "harness/tensor_compare.h"
+#include "harness/util/posix_fs.h"
+#include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
 
 namespace tc {
@@ -247,7 +247,11 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("checkpoint_safety",
-                  "strict load into a bare model; atomic save survives a kill mid-write; corrupt, "
-                  "truncated or malicious files rejected with nothing loaded",
-                  tc::check_checkpoint_safety);
+namespace tc {
+TC_CHECK(checkpoint_safety,
+         "strict load into a bare model; atomic save survives a kill mid-write; corrupt, "
+              "truncated or malicious files rejected with nothing loaded")
+    ->Promise("strict_bare_load", "strict load into a bare model")
+    ->Promise("atomic_save", "atomic save survives a kill mid-write")
+    ->Promise("bad_files_rejected", "corrupt, truncated or malicious files rejected with nothing loaded");
+}  // namespace tc

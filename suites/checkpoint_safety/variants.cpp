@@ -3,7 +3,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -39,8 +39,9 @@ class NonAtomicSave : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::WrapperPrefixedState, "wrapper_prefixed_state",
-                   "saves the wrapper: model keys prefixed with 'module.'", {"checkpoint_safety"});
-TC_REGISTER_RECIPE(tc::variants::NonAtomicSave, "non_atomic_save",
-                   "writes the checkpoint in place, not via a temporary file and rename",
-                   {"checkpoint_safety"});
+TC_RECIPE(tc::variants::WrapperPrefixedState, "wrapper_prefixed_state",
+          "saves the wrapper: model keys prefixed with 'module.'")
+    ->MustBeCaughtBy({"checkpoint_safety"});
+TC_RECIPE(tc::variants::NonAtomicSave, "non_atomic_save",
+          "writes the checkpoint in place, not via a temporary file and rename")
+    ->MustBeCaughtBy({"checkpoint_safety"});

@@ -19,7 +19,7 @@
 // On CUDA the batch's host-to-device copy must be asynchronous (pinned + non_blocking).
 //
 // For recipes that reach the device through the reference pipeline: the recipe must implement
-// tc::ref::LoaderProbe (reference/loader_probe.h); others get a skipped cell with that reason.
+// tc::LoaderProbe (reference/loader_probe.h); others get a skipped cell with that reason.
 #include <dirent.h>
 
 #include <algorithm>
@@ -30,17 +30,13 @@
 
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
+#include "harness/contract/loader_probe.h"
 #include "reference/loader_probe.h"
 
 namespace tc {
 namespace {
 
-using ref::DataWaitStats;
-using ref::LoaderOptions;
-using ref::LoaderProbe;
-using ref::LoaderProbeOptions;
-using ref::SimulatedDevice;
 
 // The seeds' bar: the device waits on data for at most 5% of its step time.
 constexpr double kMaxWaitFraction = 0.05;
@@ -67,7 +63,7 @@ std::unique_ptr<Run> fresh(const CheckContext& ctx, LoaderProbe*& probe) {
   probe = dynamic_cast<LoaderProbe*>(run.get());
   if (!probe) {
     throw SkipCell("recipe '" + ctx.recipe +
-                   "' does not implement tc::ref::LoaderProbe (reference/loader_probe.h), so its "
+                   "' does not implement tc::LoaderProbe (reference/loader_probe.h), so its "
                    "loader cannot be measured apart from its step");
   }
   run->setup(run_options(ctx, ctx.seed));
@@ -198,7 +194,7 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   std::vector<std::string> problems;
   LoaderProbe* probe = nullptr;
   std::unique_ptr<Run> run = fresh(ctx, probe);
-  const bool judged_pass = Registry::global().expected(ctx.check, ctx.recipe) == Expected::kPass;
+  const bool judged_pass = ctx.expected == Expected::kPass;
 
   // 1. Worker seeding.
   const int64_t aug_batches = 8;
@@ -284,7 +280,7 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   // 4. On CUDA, the copy must not hold the host: an asynchronous call returns after the launch
   // (microseconds), a synchronous one after the transfer; half the total splits them widely.
   if (ctx.device == "cuda") {
-    ref::CopyTiming t = probe->time_host_to_device_copy(int64_t{64} << 20);
+    tc::CopyTiming t = probe->time_host_to_device_copy(int64_t{64} << 20);
     m["copy_call_s"] = t.call_s;
     m["copy_total_s"] = t.total_s;
     m["copy_pinned"] = t.pinned;
@@ -310,7 +306,12 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("data_saturation",
-                  "the step loop waits on data for at most 5% of its time with a costly augmentation; "
-                  "workers' augmentations are distinct and reproducible; the copy to CUDA is asynchronous",
-                  tc::check_data_saturation);
+namespace tc {
+TC_CHECK(data_saturation,
+         "the step loop waits on data for at most 5% of its time with a costly augmentation; "
+              "workers' augmentations are distinct and reproducible; the copy to CUDA is asynchronous")
+    ->Promise("data_wait", "the step loop waits on data for at most 5% of its time with a costly augmentation")
+    ->Promise("worker_augmentations", "workers' augmentations are distinct and reproducible")
+    ->Promise("async_copy", "the copy to CUDA is asynchronous")
+    ->RunsAlone();
+}  // namespace tc

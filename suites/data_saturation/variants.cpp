@@ -1,5 +1,5 @@
 // Broken variants the data_saturation check must catch ("Keep the GPU fed").
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -31,9 +31,10 @@ class PinWithoutNonBlocking : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::WorkersZero, "workers_0",
-                   "the loader has no workers: batches are made on the training thread",
-                   {"data_saturation"});
-TC_REGISTER_RECIPE_NEEDING("cuda", tc::variants::PinWithoutNonBlocking, "pin_without_non_blocking",
-                           "batches are pinned but copied to the device without non_blocking",
-                           {"data_saturation"});
+TC_RECIPE(tc::variants::WorkersZero, "workers_0",
+          "the loader has no workers: batches are made on the training thread")
+    ->MustBeCaughtBy({"data_saturation"});
+TC_RECIPE(tc::variants::PinWithoutNonBlocking, "pin_without_non_blocking",
+          "batches are pinned but copied to the device without non_blocking")
+    ->MustBeCaughtBy({"data_saturation"})
+    ->Needs("cuda");

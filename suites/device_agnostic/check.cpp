@@ -4,8 +4,7 @@
 // other algorithms than the CPU kernels).
 #include <torch/torch.h>
 
-#include "harness/devices.h"
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -55,7 +54,7 @@ DeviceRun run_on(const CheckContext& ctx, const std::string& device) {
 CheckResult check_device_agnostic(const CheckContext& ctx) {
   std::vector<std::string> devices = {ctx.device};
   if (ctx.device != "cpu") devices.push_back("cpu");
-  if (ctx.device != "cuda" && cuda_available()) devices.push_back("cuda");
+  if (ctx.device != "cuda" && ctx.cuda_present) devices.push_back("cuda");
   std::map<std::string, DeviceRun> runs;
   std::vector<std::string> problems;
   for (const auto& d : devices) {
@@ -90,7 +89,10 @@ CheckResult check_device_agnostic(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("device_agnostic",
-                  "the recipe runs on every device from one resolved device; CPU vs CUDA within "
-                  "tolerance",
-                  tc::check_device_agnostic);
+namespace tc {
+TC_CHECK(device_agnostic,
+         "the recipe runs on every device from one resolved device; CPU vs CUDA within "
+              "tolerance")
+    ->Promise("runs_on_every_device", "the recipe runs on every device from one resolved device")
+    ->Promise("cpu_cuda_tolerance", "CPU vs CUDA within tolerance");
+}  // namespace tc

@@ -1,7 +1,7 @@
 // Broken variants the device_agnostic check must catch ("Write device-agnostic code").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -30,7 +30,10 @@ class MixedDevices : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::HardcodedCuda, "hardcoded_cuda",
-                   "moves the model to CUDA whatever device was resolved", {"device_agnostic"});
-TC_REGISTER_RECIPE_NEEDING("cuda", tc::variants::MixedDevices, "mixed_devices",
-                           "creates a loss tensor on the default CPU device", {"device_agnostic"});
+TC_RECIPE(tc::variants::HardcodedCuda, "hardcoded_cuda",
+          "moves the model to CUDA whatever device was resolved")
+    ->MustBeCaughtBy({"device_agnostic"});
+TC_RECIPE(tc::variants::MixedDevices, "mixed_devices",
+          "creates a loss tensor on the default CPU device")
+    ->MustBeCaughtBy({"device_agnostic"})
+    ->Needs("cuda");

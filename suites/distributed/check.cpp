@@ -1,7 +1,7 @@
-// distributed: data-parallel training under torchrun with c10d. Each cell launches torchrun on
-// this very binary (`torchconform run --check distributed ...` as every rank: 2 ranks with Gloo on
-// the CPU, one rank per GPU with NCCL on CUDA); a user may start that command under a torchrun of
-// their own instead. Every rank runs the recipe's distributed training twice from the same seed and
+// distributed: data-parallel training under torchrun with c10d. A multi-process check: the runner
+// launches torchrun on the torchconform binary for each cell (2 ranks with Gloo on the CPU, one rank
+// per GPU with NCCL on CUDA; harness/multi_process.h), and this file is the worker; a user may start
+// `torchconform run --check distributed ...` under a torchrun of their own instead. Every rank runs the recipe's distributed training twice from the same seed and
 // records what it saw; rank 0 gathers the records over the store and judges:
 //
 //   - gradients: after all-reduce, the step-0 gradients of every rank equal one process's gradients
@@ -27,14 +27,10 @@
 
 #include <torch/torch.h>
 
-#include "harness/devices.h"
-#include "harness/multi_process.h"
-#include "harness/posix_fs.h"
-#include "harness/report_json.h"
-#include "harness/tensor_compare.h"
+#include "harness/util/posix_fs.h"
+#include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
 #include "reference/distributed_run.h"
-#include "suites/distributed/launch.h"
 
 namespace tc {
 namespace {
@@ -42,7 +38,6 @@ namespace {
 using nlohmann::json;
 namespace dist = ref::dist;
 
-constexpr const char* kCheck = "distributed";
 constexpr int kEpochs = 2;
 constexpr double kGradRelTolerance = 1e-4;
 
@@ -52,7 +47,7 @@ std::string env_or(const char* name, const std::string& fallback) {
 }
 
 std::string not_provided(const std::string& recipe) {
-  return "recipe '" + recipe + "' does not implement tc::ref::DistributedProvider "
+  return "recipe '" + recipe + "' does not implement tc::DistributedProvider "
          "(reference/distributed_run.h), so its data-parallel training cannot be checked";
 }
 
@@ -113,7 +108,7 @@ class WriteWatch {
 };
 
 // Step-0 gradients of every rank (after averaging) against one process on the whole batch.
-json compare_gradients(ref::DistributedRecipe& d, dist::ProcessGroup& pg, const NamedTensors& p0,
+json compare_gradients(tc::DistributedRecipe& d, dist::ProcessGroup& pg, const NamedTensors& p0,
                        const c10::Device& device) {
   auto [x, y] = d.last_batch();
   const NamedTensors grads = d.last_gradients();
@@ -144,7 +139,7 @@ json compare_gradients(ref::DistributedRecipe& d, dist::ProcessGroup& pg, const 
 
 // One save (or report) observed: everyone enters together, then each rank loads what the call
 // returned, then everyone has left it.
-json observe_write(ref::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch* watch, bool checkpoint) {
+json observe_write(tc::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch* watch, bool checkpoint) {
   pg.barrier();
   if (watch) watch->drain();  // writes before this call are not its
   const std::string path = checkpoint ? d.save_checkpoint() : d.write_report();
@@ -173,7 +168,7 @@ json observe_write(ref::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch
 }
 
 // This rank's part: two runs of the recipe from the same seed, everything observed.
-json observe_runs(const CheckContext& ctx, const ref::DistributedProvider& provider, dist::ProcessGroup& pg,
+json observe_runs(const CheckContext& ctx, const tc::DistributedProvider& provider, dist::ProcessGroup& pg,
                   const std::string& base, const c10::Device& device) {
   json runs = json::array();
   for (int k = 0; k < 2; ++k) {
@@ -182,14 +177,14 @@ json observe_runs(const CheckContext& ctx, const ref::DistributedProvider& provi
     pg.barrier();
     std::unique_ptr<WriteWatch> watch;
     if (pg.rank() == 0) watch = std::make_unique<WriteWatch>(dir);
-    std::unique_ptr<ref::DistributedRecipe> d = provider.make_distributed();
+    std::unique_ptr<tc::DistributedRecipe> d = provider.make_distributed();
     d->setup({device, ctx.seed, ctx.quick, dir}, pg);
     const NamedTensors p0 = snapshot(d->parameters());
     const int64_t spe = d->steps_per_epoch();
     json run = {{"steps", json::array()}, {"saves", json::array()}, {"steps_per_epoch", spe},
                 {"dataset_size", d->dataset_size()}};
     for (int64_t s = 0; s < spe * kEpochs; ++s) {
-      const ref::DistStep r = d->train_step();
+      const tc::DistStep r = d->train_step();
       run["steps"].push_back({{"epoch", r.epoch}, {"samples", r.samples}, {"loss", r.loss},
                               {"params", digest(d->parameters())}});
       if (k == 0 && s == 0) run["gradients"] = compare_gradients(*d, pg, p0, device);
@@ -336,18 +331,23 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
       m);
 }
 
-// A broken DDP practice shows between ranks: with one rank (one GPU) its cell is skipped.
+// A broken DDP practice shows between ranks: with one rank (one GPU) its cell is skipped (the
+// runner does the same before it launches).
 void skip_variant_in_world_of_one(const CheckContext& ctx, int world, const std::string& label) {
-  const RecipeInfo* info = Registry::global().find_recipe(ctx.recipe);
-  if (world < 2 && info != nullptr && info->is_variant()) {
+  if (world < 2 && ctx.recipe_is_variant) {
     throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label +
                    " has one rank (on CUDA one rank per GPU: this machine has one)");
   }
 }
 
+void require_provider(const CheckContext& ctx) {
+  std::unique_ptr<Run> run = ctx.make_run();
+  if (dynamic_cast<tc::DistributedProvider*>(run.get()) == nullptr) throw SkipCell(not_provided(ctx.recipe));
+}
+
 CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   std::unique_ptr<Run> run = ctx.make_run();
-  const auto* provider = dynamic_cast<const ref::DistributedProvider*>(run.get());
+  const auto* provider = dynamic_cast<const tc::DistributedProvider*>(run.get());
   if (provider == nullptr) throw SkipCell(not_provided(ctx.recipe));
   skip_variant_in_world_of_one(ctx, env.world_size,
                                std::string(ctx.device == "cuda" ? "cuda" : "cpu") + "\u00d71");
@@ -358,9 +358,7 @@ CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   std::shared_ptr<dist::ProcessGroup> pg = dist::ProcessGroup::create(env, go);
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                                   : c10::Device(c10::kCPU);
-  const std::string base = env_or("TORCHCONFORM_DIST_DIR", "reports/distributed/" +
-                                                               (env.run_id.empty() ? "run" : env.run_id)) +
-                           "/" + ctx.recipe;
+  const std::string base = ctx.work_dir + "/" + ctx.recipe;
   const json mine = observe_runs(ctx, *provider, *pg, base, device);
   pg->store_set("tc/observations/" + std::to_string(pg->rank()), mine.dump());
   const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(pg->size());
@@ -377,65 +375,7 @@ CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   return result;
 }
 
-// Outside torchrun: launch it on this binary and take rank 0's verdict.
-CheckResult run_launcher(const CheckContext& ctx) {
-  {
-    std::unique_ptr<Run> run = ctx.make_run();
-    if (dynamic_cast<ref::DistributedProvider*>(run.get()) == nullptr) throw SkipCell(not_provided(ctx.recipe));
-  }
-  const std::string self = env_or("TORCHCONFORM_SELF", "");
-  if (self.empty()) {
-    throw HarnessError("the distributed check launches the torchconform binary under torchrun; run it from "
-                       "`torchconform run` (TORCHCONFORM_SELF is not set)");
-  }
-  const std::string torchrun = dist_launch::find_torchrun();
-  if (torchrun.empty()) {
-    throw SkipCell("torchrun not found (set TORCHCONFORM_TORCHRUN, or put the pinned torch's bin/ on PATH)");
-  }
-  const bool cuda = ctx.device == "cuda";
-  const int nproc = cuda ? cuda_device_count() : std::stoi(env_or("TORCHCONFORM_DIST_NPROC", "2"));
-  const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(nproc);
-  skip_variant_in_world_of_one(ctx, nproc, label);
-  ScratchDir scratch;
-  const std::string child = scratch.file("rank0.json"), log = scratch.file("torchrun.log");
-  dist_launch::Spec spec;
-  spec.argv = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
-               "--max-restarts=0", "--no-python", self, "run", "--device", ctx.device, "--check", kCheck,
-               "--recipe", ctx.recipe, "--seed", std::to_string(ctx.seed), "--json", child, "--html", ""};
-  if (ctx.quick) spec.argv.push_back("--quick");
-  spec.env = {{"TORCHCONFORM_DIST_DIR", scratch.file("out")}};
-  spec.log_path = log;
-  spec.timeout = std::chrono::seconds(std::stoi(env_or("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", "300")));
-  const dist_launch::Result r = dist_launch::run(spec);
-  if (r.timed_out) {
-    throw HarnessError("torchrun (" + label + ") did not finish in " +
-                       std::to_string(spec.timeout.count() / 1000) + " s and was killed:\n" + dist_launch::tail_of(log));
-  }
-  Report rep;
-  try {
-    rep = read_report_file(child);
-  } catch (const std::exception&) {
-    throw HarnessError("torchrun (" + label + ") exited with " + std::to_string(r.exit_code) +
-                       " and rank 0 wrote no report:\n" + dist_launch::tail_of(log));
-  }
-  for (const Cell& c : rep.cells) {
-    if (c.check != kCheck || c.recipe != ctx.recipe) continue;
-    json metrics = c.metrics;
-    metrics["launch_wall_s"] = r.wall_s;
-    metrics["torchrun_exit_code"] = r.exit_code;
-    metrics["device_label"] = label;
-    if (c.verdict == Verdict::kSkipped) throw SkipCell(c.evidence);
-    if (c.verdict == Verdict::kError) throw HarnessError(label + ": " + c.evidence);
-    const int expected_exit = (c.verdict == Verdict::kOk) ? 0 : 1;  // rank 0's `run` exit code
-    if (r.exit_code != expected_exit) {
-      throw HarnessError("rank 0 judged '" + c.evidence.substr(0, 200) + "' but torchrun exited with " +
-                         std::to_string(r.exit_code) + ":\n" + dist_launch::tail_of(log));
-    }
-    return {c.outcome, c.evidence, metrics};
-  }
-  throw HarnessError("rank 0's report has no distributed cell for '" + ctx.recipe + "'");
-}
-
+// One rank of the cell (the runner launched torchrun, or the user did): rank 0 returns the verdict.
 CheckResult check_distributed(const CheckContext& ctx) {
   std::optional<dist::LaunchEnv> env;
   try {
@@ -443,16 +383,25 @@ CheckResult check_distributed(const CheckContext& ctx) {
   } catch (const std::invalid_argument& e) {
     throw HarnessError(e.what());
   }
-  return env ? run_worker(ctx, *env) : run_launcher(ctx);
+  if (!env) throw HarnessError("the distributed check runs as torchrun's workers (RANK and WORLD_SIZE unset)");
+  return run_worker(ctx, *env);
 }
 
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("distributed",
-                  "under torchrun with c10d: DDP gradients equal one process on the whole batch; replicas "
-                  "identical after every step; each sample once per epoch across ranks, order changes with "
-                  "set_epoch and repeats; only rank 0 writes; after save and barrier every rank loads the "
-                  "checkpoint into a bare model",
-                  tc::check_distributed);
-TC_MARK_MULTI_PROCESS("distributed");
+namespace tc {
+TC_CHECK(distributed,
+         "under torchrun with c10d: DDP gradients equal one process on the whole batch; replicas "
+              "identical after every step; each sample once per epoch across ranks, order changes with "
+              "set_epoch and repeats; only rank 0 writes; after save and barrier every rank loads the "
+              "checkpoint into a bare model")
+    ->Promise("ddp_gradients", "DDP gradients equal one process on the whole batch")
+    ->Promise("replicas_identical", "replicas identical after every step")
+    ->Promise("sampler", "each sample once per epoch across ranks; order changes with set_epoch and repeats")
+    ->Promise("rank0_writes", "only rank 0 writes")
+    ->Promise("checkpoint_loads_unwrapped", "after save and barrier every rank loads the checkpoint into a bare model")
+    ->MultiProcess(2)
+    ->Preflight(tc::require_provider)
+    ->Timeout(600);
+}  // namespace tc

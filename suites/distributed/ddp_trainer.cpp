@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
-#include "harness/atomic_file.h"
-#include "harness/posix_fs.h"
+#include "harness/util/atomic_file.h"
+#include "harness/util/posix_fs.h"
 #include "reference/checkpoint.h"
 #include "reference/distributed_run.h"
 
@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
                   << step << '\n';
         raise(a.kill_signal == "STOP" ? SIGSTOP : SIGKILL);
       }
-      const tc::ref::DistStep r = d.train_step();
+      const tc::DistStep r = d.train_step();
       if (std::getenv("TC_TRAINER_VERBOSE")) {
         std::cerr << "rank " << rank << " step " << r.step << " epoch " << r.epoch << " loss " << r.loss
                   << " params " << digest(d.parameters()).substr(0, 12) << '\n';

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/posix_fs.h"
-#include "suites/distributed/launch.h"
+#include "harness/util/posix_fs.h"
+#include "harness/launch.h"
 
 namespace tc {
 namespace {

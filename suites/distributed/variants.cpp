@@ -2,7 +2,7 @@
 // broken, the way the seeds' "Fail:" code does it.
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/distributed_run.h"
 
 namespace tc::variants {
@@ -34,7 +34,7 @@ class NoGradAllreduceDist : public ref::DistributedReference {
 template <typename Dist>
 class WithDistributed : public ref::ReferenceRecipe {
  public:
-  std::unique_ptr<ref::DistributedRecipe> make_distributed() const override { return std::make_unique<Dist>(); }
+  std::unique_ptr<tc::DistributedRecipe> make_distributed() const override { return std::make_unique<Dist>(); }
 };
 
 using NoSetEpoch = WithDistributed<NoSetEpochDist>;
@@ -44,11 +44,15 @@ using NoGradAllreduce = WithDistributed<NoGradAllreduceDist>;
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::NoSetEpoch, "no_set_epoch",
-                   "never calls sampler.set_epoch: every epoch sees the same order", {"distributed"});
-TC_REGISTER_RECIPE(tc::variants::AllRanksWrite, "all_ranks_write",
-                   "every rank writes the checkpoint and the report, not rank 0 alone", {"distributed"});
-TC_REGISTER_RECIPE(tc::variants::NoBarrierAfterSave, "no_barrier_after_save",
-                   "no barrier after rank 0 saves: other ranks read before the file is there", {"distributed"});
-TC_REGISTER_RECIPE(tc::variants::NoGradAllreduce, "no_grad_allreduce",
-                   "gradients never all-reduced: each rank steps on its own batch's gradients", {"distributed"});
+TC_RECIPE(tc::variants::NoSetEpoch, "no_set_epoch",
+          "never calls sampler.set_epoch: every epoch sees the same order")
+    ->MustBeCaughtBy({"distributed"});
+TC_RECIPE(tc::variants::AllRanksWrite, "all_ranks_write",
+          "every rank writes the checkpoint and the report, not rank 0 alone")
+    ->MustBeCaughtBy({"distributed"});
+TC_RECIPE(tc::variants::NoBarrierAfterSave, "no_barrier_after_save",
+          "no barrier after rank 0 saves: other ranks read before the file is there")
+    ->MustBeCaughtBy({"distributed"});
+TC_RECIPE(tc::variants::NoGradAllreduce, "no_grad_allreduce",
+          "gradients never all-reduced: each rank steps on its own batch's gradients")
+    ->MustBeCaughtBy({"distributed"});

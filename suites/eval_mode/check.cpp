@@ -2,7 +2,7 @@
 // stay untouched, no autograd graph is built, the next epoch trains in train mode again.
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -81,7 +81,12 @@ CheckResult check_eval_mode(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("eval_mode",
-                  "eval twice gives bitwise-equal outputs; BatchNorm stats untouched; no autograd "
-                  "graph; the next epoch trains in train mode",
-                  tc::check_eval_mode);
+namespace tc {
+TC_CHECK(eval_mode,
+         "eval twice gives bitwise-equal outputs; BatchNorm stats untouched; no autograd "
+              "graph; the next epoch trains in train mode")
+    ->Promise("eval_bitwise", "eval twice gives bitwise-equal outputs")
+    ->Promise("bn_stats_untouched", "BatchNorm running statistics untouched by eval")
+    ->Promise("no_autograd_graph", "eval builds no autograd graph")
+    ->Promise("train_mode_restored", "the next epoch trains in train mode");
+}  // namespace tc

@@ -2,7 +2,7 @@
 // evaluation").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -34,9 +34,12 @@ class NoTrainAfterEval : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::NoEval, "no_eval", "evaluate() never calls model.eval()",
-                   {"eval_mode"});
-TC_REGISTER_RECIPE(tc::variants::NoGradGuardMissing, "no_grad_guard_missing",
-                   "evaluate() runs without torch::NoGradGuard", {"eval_mode"});
-TC_REGISTER_RECIPE(tc::variants::NoTrainAfterEval, "no_train_after_eval",
-                   "the next epoch does not call model.train()", {"eval_mode"});
+TC_RECIPE(tc::variants::NoEval, "no_eval",
+          "evaluate() never calls model.eval()")
+    ->MustBeCaughtBy({"eval_mode"});
+TC_RECIPE(tc::variants::NoGradGuardMissing, "no_grad_guard_missing",
+          "evaluate() runs without torch::NoGradGuard")
+    ->MustBeCaughtBy({"eval_mode"});
+TC_RECIPE(tc::variants::NoTrainAfterEval, "no_train_after_eval",
+          "the next epoch does not call model.train()")
+    ->MustBeCaughtBy({"eval_mode"});

@@ -6,8 +6,8 @@
 // several segments lower that peak.
 #include <torch/torch.h>
 
-#include "harness/peak_memory.h"
-#include "harness/tensor_compare.h"
+#include "suites/support/peak_memory.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -90,6 +90,9 @@ CheckResult check_grad_checkpointing(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("grad_checkpointing",
-                  "recomputed activations give gradients equal to plain backprop; peak memory lower",
-                  tc::check_grad_checkpointing);
+namespace tc {
+TC_CHECK(grad_checkpointing,
+         "recomputed activations give gradients equal to plain backprop; peak memory lower")
+    ->Promise("gradients_equal", "recomputed activations give gradients equal to plain backprop")
+    ->Promise("peak_memory_lower", "peak activation memory is lower");
+}  // namespace tc

@@ -2,7 +2,7 @@
 // called with use_reentrant=False").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/recompute.h"
 #include "reference/derived_model.h"
 #include "reference/reference_run.h"
@@ -54,7 +54,7 @@ class ReentrantDropsParamGrads : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::ReentrantDropsParamGrads, "reentrant_drops_param_grads",
-                   "recomputation that detaches its input (use_reentrant=True): parameters inside "
-                   "get no gradient when the input needs none",
-                   {"grad_checkpointing"});
+TC_RECIPE(tc::variants::ReentrantDropsParamGrads, "reentrant_drops_param_grads",
+          "recomputation that detaches its input (use_reentrant=True): parameters inside "
+                   "get no gradient when the input needs none")
+    ->MustBeCaughtBy({"grad_checkpointing"});

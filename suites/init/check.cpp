@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -112,5 +112,9 @@ CheckResult check_init(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("init", "weights follow the declared initialisation, reproducibly under a seed",
-                  tc::check_init);
+namespace tc {
+TC_CHECK(init,
+         "weights follow the declared initialisation, reproducibly under a seed")
+    ->Promise("declared_init", "weights follow the declared initialisation")
+    ->Promise("init_reproducible", "initialisation is reproducible under a seed");
+}  // namespace tc

@@ -1,6 +1,6 @@
 // Broken variant the init check must catch ("initialise weights explicitly ... rather than trusting
 // the defaults").
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -15,5 +15,6 @@ class DefaultInit : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::DefaultInit, "default_init",
-                   "trusts the layers' default initialisation", {"init"});
+TC_RECIPE(tc::variants::DefaultInit, "default_init",
+          "trusts the layers' default initialisation")
+    ->MustBeCaughtBy({"init"});

@@ -5,7 +5,7 @@
 
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -83,7 +83,11 @@ CheckResult check_registration(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("registration",
-                  "every parameter that shapes the output is registered, optimised and saved; a "
-                  "state-dict round trip reproduces outputs; two eval forwards agree",
-                  tc::check_registration);
+namespace tc {
+TC_CHECK(registration,
+         "every parameter that shapes the output is registered, optimised and saved; a "
+              "state-dict round trip reproduces outputs; two eval forwards agree")
+    ->Promise("parameters_registered", "every parameter that shapes the output is registered, optimised and saved")
+    ->Promise("state_dict_round_trip", "a state-dict round trip reproduces outputs")
+    ->Promise("eval_forwards_agree", "two eval forwards agree");
+}  // namespace tc

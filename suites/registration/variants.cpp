@@ -1,7 +1,7 @@
 // Broken variant the registration check must catch ("Build layers in __init__, never in forward").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/derived_model.h"
 #include "reference/reference_run.h"
 
@@ -29,5 +29,6 @@ class LayerInForward : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::LayerInForward, "layer_in_forward",
-                   "a layer is constructed inside forward()", {"registration"});
+TC_RECIPE(tc::variants::LayerInForward, "layer_in_forward",
+          "a layer is constructed inside forward()")
+    ->MustBeCaughtBy({"registration"});

@@ -2,7 +2,7 @@
 // eval metrics; another seed gives another run.
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -82,7 +82,10 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("reproducibility",
-                  "two runs with one seed give bitwise-equal loss curves, parameters and eval "
-                  "metrics; another seed gives another run",
-                  tc::check_reproducibility);
+namespace tc {
+TC_CHECK(reproducibility,
+         "two runs with one seed give bitwise-equal loss curves, parameters and eval "
+              "metrics; another seed gives another run")
+    ->Promise("same_seed_bitwise", "two runs with one seed give bitwise-equal loss curves, parameters and eval metrics")
+    ->Promise("other_seed_differs", "another seed gives another run");
+}  // namespace tc

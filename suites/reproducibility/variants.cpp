@@ -2,7 +2,7 @@
 // of "Seed everything, and say so" broken.
 #include <random>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -35,11 +35,12 @@ class SeedWithoutLoaderGenerator : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::NoSeed, "no_seed", "seed_everything is never called",
-                   {"reproducibility"});
-TC_REGISTER_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
-                   "augmentation in the loader's workers draws from an unseeded source",
-                   {"reproducibility", "data_saturation"});
-TC_REGISTER_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
-                   "torch is seeded but the loader's own generator is not",
-                   {"reproducibility"});
+TC_RECIPE(tc::variants::NoSeed, "no_seed",
+          "seed_everything is never called")
+    ->MustBeCaughtBy({"reproducibility"});
+TC_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
+          "augmentation in the loader's workers draws from an unseeded source")
+    ->MustBeCaughtBy({"reproducibility", "data_saturation"});
+TC_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
+          "torch is seeded but the loader's own generator is not")
+    ->MustBeCaughtBy({"reproducibility"});

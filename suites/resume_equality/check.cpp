@@ -1,6 +1,6 @@
 // resume_equality: N steps straight == k steps + save + brand-new objects (global RNGs disturbed)
 // + load + N-k steps, with k inside an epoch: losses, parameters and optimizer state bitwise equal.
-// For a recipe that implements tc::ref::AmpProbe, the same again with fp16 mixed precision: the
+// For a recipe that implements tc::AmpProbe, the same again with fp16 mixed precision: the
 // GradScaler's scale and growth tracker (part of the optimizer state) must resume too; at the
 // default scale 2^16 the first fp16 steps overflow and back the scale off, so a resume that
 // forgets the scaler starts over at 2^16 and skips steps the straight run took.
@@ -8,8 +8,8 @@
 
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
-#include "reference/amp_probe.h"
+#include "suites/support/tensor_compare.h"
+#include "harness/contract/amp_probe.h"
 
 namespace tc {
 namespace {
@@ -21,12 +21,12 @@ struct Scenario {
 };
 
 // The scenario once; `amp`: with mixed precision (set through AmpProbe before every setup).
-Scenario resume_scenario(const CheckContext& ctx, ref::AmpOptions* amp) {
+Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   ScratchDir scratch;
   const std::string path = scratch.file("resume.pt");
   auto make = [&] {
     std::unique_ptr<Run> r = ctx.make_run();
-    if (amp) dynamic_cast<ref::AmpProbe&>(*r).set_amp(*amp);
+    if (amp) dynamic_cast<tc::AmpProbe&>(*r).set_amp(*amp);
     r->setup(run_options(ctx, ctx.seed));
     return r;
   };
@@ -100,11 +100,11 @@ CheckResult check_resume_equality(const CheckContext& ctx) {
   // GradScaler exists for, so the scaler's scale and growth tracker are part of what must resume.
   {
     std::unique_ptr<Run> r = ctx.make_run();
-    if (!dynamic_cast<ref::AmpProbe*>(r.get())) {
-      return CheckResult::pass(ev + "\n(no AMP pass: the recipe does not implement tc::ref::AmpProbe)", m);
+    if (!dynamic_cast<tc::AmpProbe*>(r.get())) {
+      return CheckResult::pass(ev + "\n(no AMP pass: the recipe does not implement tc::AmpProbe)", m);
     }
   }
-  ref::AmpOptions amp;
+  tc::AmpOptions amp;
   amp.dtype = c10::kHalf;
   Scenario mixed = resume_scenario(ctx, &amp);
   ev += "\nwith fp16 autocast + GradScaler: " + mixed.summary;
@@ -123,7 +123,9 @@ CheckResult check_resume_equality(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("resume_equality",
-                  "N steps straight equal k steps + save + fresh objects + load + N-k steps "
-                  "(k mid-epoch): losses, parameters, optimizer state bitwise",
-                  tc::check_resume_equality);
+namespace tc {
+TC_CHECK(resume_equality,
+         "N steps straight equal k steps + save + fresh objects + load + N-k steps "
+              "(k mid-epoch): losses, parameters, optimizer state bitwise")
+    ->Promise("resume_bitwise", "N steps straight equal k steps + save + fresh objects + load + N-k steps (k mid-epoch): losses, parameters, optimizer state bitwise");
+}  // namespace tc

@@ -3,7 +3,7 @@
 // differently: rtol 1e-5, atol 1e-6).
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -40,5 +40,8 @@ CheckResult check_shapes(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("shapes", "the forward works on non-contiguous (channels_last) input",
-                  tc::check_shapes);
+namespace tc {
+TC_CHECK(shapes,
+         "the forward works on non-contiguous (channels_last) input")
+    ->Promise("non_contiguous_input", "the forward works on non-contiguous (channels_last) input");
+}  // namespace tc

@@ -1,7 +1,7 @@
 // Broken variant the shapes check must catch ("Track the shape at every step").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/derived_model.h"
 #include "reference/reference_run.h"
 
@@ -26,5 +26,6 @@ class ViewFlatten : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::ViewFlatten, "view_flatten",
-                   "flattens with view(B, -1) instead of flatten(1)", {"shapes"});
+TC_RECIPE(tc::variants::ViewFlatten, "view_flatten",
+          "flattens with view(B, -1) instead of flatten(1)")
+    ->MustBeCaughtBy({"shapes"});

@@ -5,7 +5,7 @@
 // same: gradients fresh (not accumulated), clipping between backward and step, a step that saw them.
 #include <torch/torch.h>
 
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -110,7 +110,10 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
 }  // namespace
 }  // namespace tc
 
-TC_REGISTER_CHECK("step_hygiene",
-                  "each update equals an independent computation: fresh gradients each step, "
-                  "clipped between backward and step",
-                  tc::check_step_hygiene);
+namespace tc {
+TC_CHECK(step_hygiene,
+         "each update equals an independent computation: fresh gradients each step, "
+              "clipped between backward and step")
+    ->Promise("fresh_gradients", "each update equals an independent computation from fresh gradients")
+    ->Promise("clip_between_backward_and_step", "gradients are clipped between backward and step");
+}  // namespace tc

@@ -1,7 +1,7 @@
 // Broken variants the step_hygiene check must catch ("Zero with set_to_none, clip before you step").
 #include <torch/torch.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -43,9 +43,12 @@ class ZeroGradBeforeStep : public ref::ReferenceRun {
 
 }  // namespace tc::variants
 
-TC_REGISTER_RECIPE(tc::variants::NoZeroGrad, "no_zero_grad", "gradients are never cleared",
-                   {"step_hygiene"});
-TC_REGISTER_RECIPE(tc::variants::ClipAfterStep, "clip_after_step",
-                   "gradients are clipped after optimizer.step()", {"step_hygiene"});
-TC_REGISTER_RECIPE(tc::variants::ZeroGradBeforeStep, "zero_grad_before_step",
-                   "zero_grad() sits between backward and step", {"step_hygiene"});
+TC_RECIPE(tc::variants::NoZeroGrad, "no_zero_grad",
+          "gradients are never cleared")
+    ->MustBeCaughtBy({"step_hygiene"});
+TC_RECIPE(tc::variants::ClipAfterStep, "clip_after_step",
+          "gradients are clipped after optimizer.step()")
+    ->MustBeCaughtBy({"step_hygiene"});
+TC_RECIPE(tc::variants::ZeroGradBeforeStep, "zero_grad_before_step",
+          "zero_grad() sits between backward and step")
+    ->MustBeCaughtBy({"step_hygiene"});

@@ -1,10 +1,10 @@
 // Practices of the seeds with no C++ counterpart: one skipped cell per correct recipe and device,
 // with the reason, never silently absent.
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 
-TC_REGISTER_UNSUPPORTED("torch_compile", "compiled training matches eager (Python only)",
+TC_UNSUPPORTED_CHECK(torch_compile, "compiled training matches eager (Python only)",
                         "torch.compile has no C++ counterpart: LibTorch has no TorchDynamo/Inductor "
                         "front end");
-TC_REGISTER_UNSUPPORTED("fsdp", "sharded training matches DDP (Python only)",
+TC_UNSUPPORTED_CHECK(fsdp, "sharded training matches DDP (Python only)",
                         "FSDP has no counterpart in LibTorch's C++ frontend (no "
                         "FullyShardedDataParallel)");

@@ -1,5 +1,5 @@
-#include "harness/atomic_file.h"
-#include "harness/posix_fs.h"
+#include "harness/util/atomic_file.h"
+#include "harness/util/posix_fs.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

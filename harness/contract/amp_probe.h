@@ -13,10 +13,34 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "reference/grad_scaler.h"
-#include "reference/run.h"
+#include "harness/contract/run.h"
 
-namespace tc::ref {
+namespace tc {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;  // 2^16
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;  // false: scale() returns its input, step() just steps, the rest are no-ops
+
+  GradScalerOptions& with_init_scale(double v) { init_scale = v; return *this; }
+  GradScalerOptions& with_growth_factor(double v) { growth_factor = v; return *this; }
+  GradScalerOptions& with_backoff_factor(double v) { backoff_factor = v; return *this; }
+  GradScalerOptions& with_growth_interval(int64_t v) { growth_interval = v; return *this; }
+  GradScalerOptions& with_enabled(bool v) { enabled = v; return *this; }
+};
+
+// PyTorch's state_dict(): {"scale", "growth_factor", "backoff_factor", "growth_interval",
+// "_growth_tracker"}; a disabled scaler has none (std::nullopt).
+struct GradScalerState {
+  double scale = 0.0;
+  double growth_factor = 0.0;
+  double backoff_factor = 0.0;
+  int64_t growth_interval = 0;
+  int64_t growth_tracker = 0;
+};
+
 
 struct AmpOptions {
   // kFloat: full precision (mixed precision off, the default); kBFloat16 / kHalf: mixed precision
@@ -43,4 +67,4 @@ class AmpProbe {
   virtual std::optional<GradScalerState> scaler_state() const = 0;
 };
 
-}  // namespace tc::ref
+}  // namespace tc

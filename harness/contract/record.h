@@ -1,5 +1,5 @@
 // Plain value records the runner makes and the reporters format (no torch, no I/O).
-// Internal to the harness: suites include registry.h, recipe authors include reference/run.h.
+// Internal to the harness: suites include registry.h, recipe authors include harness/contract/run.h.
 #pragma once
 
 #include <map>

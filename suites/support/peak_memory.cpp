@@ -1,4 +1,4 @@
-#include "harness/peak_memory.h"
+#include "suites/support/peak_memory.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -31,6 +31,14 @@ void Registry::add_recipe(RecipeInfo info) {
                                 std::to_string(info.line));
   }
   recipes_.push_back(std::move(info));
+}
+
+CheckInfo* Registry::find_check(const std::string& name) {
+  return const_cast<CheckInfo*>(static_cast<const Registry&>(*this).find_check(name));
+}
+
+RecipeInfo* Registry::find_recipe(const std::string& name) {
+  return const_cast<RecipeInfo*>(static_cast<const Registry&>(*this).find_recipe(name));
 }
 
 const CheckInfo* Registry::find_check(const std::string& name) const {
@@ -66,24 +74,69 @@ std::vector<std::string> Registry::validate() const {
   return problems;
 }
 
+CheckInfo& CheckBuilder::info() { return *registry_->find_check(name_); }
+
+CheckBuilder* CheckBuilder::Promise(const std::string& id, const std::string& text) {
+  info().promises.push_back({id, text});
+  return this;
+}
+CheckBuilder* CheckBuilder::MultiProcess(int ranks) {
+  info().ranks = ranks;
+  return this;
+}
+CheckBuilder* CheckBuilder::RunsAlone() {
+  info().runs_alone = true;
+  return this;
+}
+CheckBuilder* CheckBuilder::Timeout(int seconds) {
+  info().timeout_s = seconds;
+  return this;
+}
+CheckBuilder* CheckBuilder::CorrectRecipesOnly() {
+  info().covers_variants = false;
+  return this;
+}
+
+CheckBuilder* CheckBuilder::Preflight(std::function<void(const CheckContext&)> fn) {
+  info().preflight = std::move(fn);
+  return this;
+}
+
+RecipeInfo& RecipeBuilder::info() { return *registry_->find_recipe(name_); }
+
+RecipeBuilder* RecipeBuilder::MustBeCaughtBy(const std::vector<std::string>& checks) {
+  info().targets = checks;
+  return this;
+}
+RecipeBuilder* RecipeBuilder::Needs(const std::string& what) {
+  info().needs = what;
+  return this;
+}
+
 namespace detail {
 
-// Registration runs before main: a mistake here is a programmer error, reported with its place.
-CheckRegistrar::CheckRegistrar(CheckInfo info) {
+[[noreturn]] void registration_failed(const std::exception& e) {
+  std::fprintf(stderr, "torchconform: %s\n", e.what());
+  std::abort();
+}
+
+CheckBuilder* register_check(CheckInfo info) {
   try {
+    std::string name = info.name;
     Registry::global().add_check(std::move(info));
+    return new CheckBuilder(Registry::global(), name);  // lives as long as the program
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torchconform: %s\n", e.what());
-    std::abort();
+    registration_failed(e);
   }
 }
 
-RecipeRegistrar::RecipeRegistrar(RecipeInfo info) {
+RecipeBuilder* register_recipe(RecipeInfo info) {
   try {
+    std::string name = info.name;
     Registry::global().add_recipe(std::move(info));
+    return new RecipeBuilder(Registry::global(), name);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "torchconform: %s\n", e.what());
-    std::abort();
+    registration_failed(e);
   }
 }
 

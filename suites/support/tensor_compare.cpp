@@ -1,6 +1,6 @@
-#include "harness/tensor_compare.h"
+#include "suites/support/tensor_compare.h"
 
-#include "harness/posix_fs.h"
+#include "harness/util/posix_fs.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "suites/distributed/launch.h"
+#include "harness/launch.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>

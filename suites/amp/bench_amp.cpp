@@ -15,7 +15,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "harness/bench.h"
+#include "harness/contract/bench_registry.h"
 #include "reference/amp_step.h"
 #include "reference/model.h"
 #include "reference/transformer.h"
@@ -76,7 +76,7 @@ void train_step(benchmark::State& state, Model kind, c10::Device device, c10::Sc
   at::Tensor y = torch::randint(0, 4, {batch}, torch::kLong).to(device);
   auto params = module->parameters();
   torch::optim::SGD opt(params, torch::optim::SGDOptions(0.01).momentum(0.9));
-  tc::ref::GradScaler scaler(tc::ref::GradScalerOptions{}.with_enabled(dtype == c10::kHalf));
+  tc::ref::GradScaler scaler(tc::GradScalerOptions{}.with_enabled(dtype == c10::kHalf));
   AmpStepOptions o;
   o.device = device;
   o.dtype = dtype;

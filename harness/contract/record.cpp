@@ -1,4 +1,4 @@
-#include "harness/record.h"
+#include "harness/contract/record.h"
 
 #include <stdexcept>
 

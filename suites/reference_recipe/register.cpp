@@ -1,7 +1,7 @@
 // Registers the reference recipe (an OBJECT library, so the linker keeps it): ReferenceRun for
 // the single-process checks, with its distributed practices for the `distributed` check.
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 #include "reference/distributed_run.h"
 
-TC_REGISTER_RECIPE(tc::ref::ReferenceRecipe, "reference",
-                   "every practice of the seeds done right (reference/)", {});
+TC_RECIPE(tc::ref::ReferenceRecipe, "reference",
+          "every practice of the seeds done right (reference/)");

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/registry.h"
-#include "reference/run.h"
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
 
 namespace tc {
 

@@ -1,4 +1,4 @@
-#include "harness/posix_fs.h"
+#include "harness/util/posix_fs.h"
 
 #include <ftw.h>
 #include <sys/stat.h>

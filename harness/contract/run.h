@@ -4,8 +4,8 @@
 // torchconform's checks drive it only through this interface, so any training code that can
 // answer these calls can be checked. Example (see reference/reference_run.h for a full one):
 //
-//   #include "reference/run.h"
-//   #include "harness/registry.h"
+//   #include "harness/contract/run.h"
+//   #include "harness/contract/registry.h"
 //
 //   class MyRun : public tc::Run {
 //    public:
@@ -19,7 +19,7 @@
 //     tc::NamedTensors buffers() const override;
 //     tc::NamedTensors optimizer_state() const override;
 //   };
-//   TC_REGISTER_RECIPE(MyRun, "my_recipe", "our production training loop", {});
+//   TC_RECIPE(MyRun, "my_recipe", "our production training loop");
 //
 // Then `torchconform run --recipe my_recipe` runs every check on it. From a project of your own,
 // against the installed package: find_package(torchconform) and link your recipe's TU with
@@ -36,7 +36,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "harness/registry.h"
+#include "harness/contract/registry.h"
 
 namespace torch::optim {
 class Optimizer;

@@ -17,7 +17,7 @@
 
 #include <ATen/Parallel.h>
 
-#include "harness/bench.h"
+#include "harness/contract/bench_registry.h"
 #include "reference/reference_run.h"
 
 namespace {

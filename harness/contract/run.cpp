@@ -1,4 +1,4 @@
-#include "reference/run.h"
+#include "harness/contract/run.h"
 
 namespace tc {
 

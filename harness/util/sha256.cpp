@@ -1,4 +1,4 @@
-#include "harness/sha256.h"
+#include "harness/util/sha256.h"
 
 #include <openssl/evp.h>
 

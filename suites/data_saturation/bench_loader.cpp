@@ -12,7 +12,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#include "harness/bench.h"
+#include "harness/contract/bench_registry.h"
 #include "reference/data.h"
 #include "reference/loader_probe.h"
 

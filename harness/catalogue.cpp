@@ -1,0 +1,60 @@
+#include "harness/catalogue.h"
+
+#include <sstream>
+
+namespace tc {
+
+using nlohmann::json;
+
+json catalogue_json(const Registry& reg, int cuda_devices) {
+  json j = {{"checks", json::array()}, {"recipes", json::array()}};
+  for (const CheckInfo& c : reg.checks()) {
+    json promises = json::array();
+    for (const PromiseInfo& p : c.promises) promises.push_back({{"id", p.id}, {"text", p.text}});
+    j["checks"].push_back({{"name", c.name},
+                           {"promise", c.promise},
+                           {"promises", promises},
+                           {"covers_variants", c.covers_variants},
+                           {"multi_process", c.multi_process()},
+                           {"ranks", c.ranks},
+                           {"runs_alone", c.runs_alone},
+                           {"timeout_s", c.timeout_s},
+                           {"unsupported", c.unsupported.empty() ? json(nullptr) : json(c.unsupported)}});
+  }
+  for (const RecipeInfo& r : reg.recipes()) {
+    j["recipes"].push_back({{"name", r.name},
+                            {"description", r.description},
+                            {"targets", r.targets},
+                            {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)}});
+  }
+  j["devices"] = {{"cpu", true}, {"cuda", cuda_devices > 0}};
+  return j;
+}
+
+std::string render_catalogue_text(const Registry& reg, int cuda_devices) {
+  std::ostringstream os;
+  os << "checks:\n";
+  for (const CheckInfo& c : reg.checks()) {
+    os << "  " << c.name;
+    if (c.multi_process()) os << "  (" << c.ranks << " processes under torchrun)";
+    if (c.runs_alone) os << "  (runs alone: it measures time)";
+    if (!c.unsupported.empty()) os << "  (not checkable from C++)";
+    os << "\n      " << c.promise << '\n';
+  }
+  os << "\nrecipes:\n";
+  for (const RecipeInfo& r : reg.recipes()) {
+    os << "  " << r.name;
+    if (r.is_variant()) {
+      os << "  (broken variant; must be caught by:";
+      for (const auto& t : r.targets) os << ' ' << t;
+      if (!r.needs.empty()) os << "; needs " << r.needs;
+      os << ')';
+    }
+    os << "\n      " << r.description << '\n';
+  }
+  os << "\ndevices:\n  cpu   available\n  cuda  "
+     << (cuda_devices > 0 ? std::to_string(cuda_devices) + " device(s)" : "not available") << '\n';
+  return os.str();
+}
+
+}  // namespace tc

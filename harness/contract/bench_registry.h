@@ -1,0 +1,30 @@
+// Benchmark registration: how a suite adds a Google Benchmark that `torchconform bench` runs and
+// folds into the report. The runner side (reporter, records) is the harness core's (bench.h).
+//
+//   tc::bench::add("train_step", "cpu", [](benchmark::State& s) { ... })->Unit(benchmark::kMillisecond);
+//
+// No torch here: the benchmarks themselves live in suites/, next to what they measure.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include <benchmark/benchmark.h>
+
+namespace tc::bench {
+
+// Registers `fn` under `name` for `device` (a thin wrapper over benchmark::RegisterBenchmark that
+// remembers the device; it returns Google Benchmark's builder, so options chain). A duplicate
+// (name, device) throws std::logic_error.
+benchmark::internal::Benchmark* add(const std::string& name, const std::string& device,
+                                    std::function<void(benchmark::State&)> fn);
+
+// The Google Benchmark name that add() registered for (name, device): "name/device:cpu".
+std::string gbench_name(const std::string& name, const std::string& device);
+
+// (name, device) of a Google Benchmark function name that add() registered; nullopt otherwise.
+std::optional<std::pair<std::string, std::string>> registered_as(const std::string& function_name);
+
+}  // namespace tc::bench

@@ -1,0 +1,217 @@
+// Registration of checks and recipes, with their attributes, in the builder style of Google
+// Benchmark (`BENCHMARK(fn)->Arg(..)`). Included by every suite; no torch here.
+//
+// A check is a scenario generic over recipes: the check `my_check` is the function check_my_check,
+// registered in the namespace it is declared in (or one enclosing it):
+//
+//   tc::CheckResult check_my_check(const tc::CheckContext& ctx) {
+//     auto run = ctx.make_run();            // a fresh tc::Run of the recipe under test
+//     ...
+//   }
+//   TC_CHECK(my_check, "what it promises")->Promise("bitwise", "two runs are bitwise equal")
+//       ->Timeout(900);                     // ->MultiProcess(2) ->RunsAlone() ->CorrectRecipesOnly()
+//
+// A recipe is a tc::Run subclass (harness/contract/run.h). A broken variant names the checks that
+// must catch it, and what it needs to be caught:
+//
+//   TC_RECIPE(NoSeed, "no_seed", "never calls seed_everything")->MustBeCaughtBy({"reproducibility"});
+//   TC_RECIPE(MixedDevices, "mixed_devices", "...")->MustBeCaughtBy({"device_agnostic"})->Needs("cuda");
+//
+// The attributes are data: `torchconform list --json` exports them, and CTest's test generation,
+// the teeth test and the HTML read them (never a check's name). Names are unique; a duplicate stops
+// the program at start-up with both places named.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness/contract/record.h"
+
+namespace tc {
+
+class Run;  // harness/contract/run.h
+using RunFactory = std::function<std::unique_ptr<Run>()>;
+
+// What a check gets for one cell.
+struct CheckContext {
+  std::string check;
+  std::string recipe;
+  std::string device;   // "cpu" or "cuda"
+  int64_t seed = 0;
+  bool quick = false;
+  bool cuda_present = false;  // the machine has a usable CUDA device (whatever the cell's device)
+  bool recipe_is_variant = false;  // the recipe is a broken variant (it declares checks that catch it)
+  Expected expected = Expected::kAny;  // what this cell is expected to give (pass, fail, any)
+  RunFactory make_run;
+  // A multi-process check's worker: a directory every rank of this cell shares (same path).
+  std::string work_dir;  // a fresh, not yet set-up run of the recipe under test
+};
+
+// What a check returns: the practice held (pass) or not (fail), with the evidence.
+struct CheckResult {
+  Outcome outcome = Outcome::kNone;
+  std::string evidence;
+  nlohmann::json metrics = nlohmann::json::object();
+
+  static CheckResult pass(std::string evidence, nlohmann::json metrics = nlohmann::json::object()) {
+    return {Outcome::kPass, std::move(evidence), std::move(metrics)};
+  }
+  static CheckResult fail(std::string evidence, nlohmann::json metrics = nlohmann::json::object()) {
+    return {Outcome::kFail, std::move(evidence), std::move(metrics)};
+  }
+};
+
+// Thrown by a check when the harness itself cannot do its work (verdict `error`). Anything else a
+// check lets escape is the recipe failing under test (outcome `fail`, the message is the evidence).
+class HarnessError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown by a check when a cell cannot run here (verdict `skipped`, the message is the reason).
+class SkipCell : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+using CheckFn = std::function<CheckResult(const CheckContext&)>;
+
+// One promise of a check: a short id (what metrics.promises and the tests name) and its text.
+struct PromiseInfo {
+  std::string id;
+  std::string text;
+};
+
+struct CheckInfo {
+  std::string name;
+  std::string promise;  // the whole promise in one line (list, README)
+  CheckFn fn;
+  std::string file;
+  int line = 0;
+  bool covers_variants = true;  // false: only correct recipes get a cell (no variant targets it)
+  std::vector<PromiseInfo> promises;  // the promises one by one, as its evidence names them
+  int ranks = 0;                // > 0: a multi-process check, launched under torchrun with this many
+  bool runs_alone = false;      // measures time: nothing else may run beside it (CTest RUN_SERIAL)
+  int timeout_s = 900;          // one cell's time limit in CTest
+  std::string unsupported;      // not empty: cannot be checked from C++, the reason (cells skip)
+  // A multi-process check: run in the launching process before torchrun starts; throws SkipCell
+  // when the cell cannot run (e.g. the recipe lacks the probe), so nothing is launched for it.
+  std::function<void(const CheckContext&)> preflight;
+
+  bool multi_process() const { return ranks > 0; }
+};
+
+struct RecipeInfo {
+  std::string name;
+  std::string description;
+  std::vector<std::string> targets;  // checks that must catch it; empty: a correct recipe
+  RunFactory make;
+  std::string file;
+  int line = 0;
+  // "cuda": the broken practice can only show where a CUDA device exists (on a machine with one
+  // device kind every tensor is on it); elsewhere its targeted cells are skipped with that reason.
+  std::string needs;
+
+  bool is_variant() const { return !targets.empty(); }
+};
+
+class Registry {
+ public:
+  static Registry& global();
+
+  // Throw std::invalid_argument on an empty or duplicate name.
+  void add_check(CheckInfo info);
+  void add_recipe(RecipeInfo info);
+
+  const std::vector<CheckInfo>& checks() const { return checks_; }
+  const std::vector<RecipeInfo>& recipes() const { return recipes_; }
+  const CheckInfo* find_check(const std::string& name) const;
+  const RecipeInfo* find_recipe(const std::string& name) const;
+  CheckInfo* find_check(const std::string& name);
+  RecipeInfo* find_recipe(const std::string& name);
+
+  // pass for a correct recipe, fail where a variant is targeted, any elsewhere.
+  Expected expected(const std::string& check, const std::string& recipe) const;
+
+  // Problems a registration cannot see alone (a variant targeting an unknown check).
+  std::vector<std::string> validate() const;
+
+ private:
+  std::vector<CheckInfo> checks_;
+  std::vector<RecipeInfo> recipes_;
+};
+
+// What TC_CHECK returns: sets the registered check's attributes, each call returning the builder.
+class CheckBuilder {
+ public:
+  CheckBuilder(Registry& registry, std::string name) : registry_(&registry), name_(std::move(name)) {}
+  // One promise: `id` as metrics.promises and the tests name it, `text` what it means.
+  CheckBuilder* Promise(const std::string& id, const std::string& text = "");
+  // Runs as `ranks` processes under torchrun (the runner launches them; the check is the worker).
+  CheckBuilder* MultiProcess(int ranks = 2);
+  // Measures time: runs with nothing beside it.
+  CheckBuilder* RunsAlone();
+  CheckBuilder* Timeout(int seconds);
+  // Only correct recipes get a cell (no broken variant can target it).
+  CheckBuilder* CorrectRecipesOnly();
+  // A multi-process check's test in the launching process (see CheckInfo::preflight).
+  CheckBuilder* Preflight(std::function<void(const CheckContext&)> fn);
+
+ private:
+  CheckInfo& info();
+  Registry* registry_;
+  std::string name_;
+};
+
+// What TC_RECIPE returns.
+class RecipeBuilder {
+ public:
+  RecipeBuilder(Registry& registry, std::string name) : registry_(&registry), name_(std::move(name)) {}
+  // A broken variant: the checks that must catch it (a recipe with none is a correct one).
+  RecipeBuilder* MustBeCaughtBy(const std::vector<std::string>& checks);
+  // "cuda": the broken practice can only show where a CUDA device exists; elsewhere its targeted
+  // cells are skipped with that reason.
+  RecipeBuilder* Needs(const std::string& what);
+
+ private:
+  RecipeInfo& info();
+  Registry* registry_;
+  std::string name_;
+};
+
+namespace detail {
+// Registration runs before main: a mistake is a programmer error, reported with its place, and
+// the program stops. The builders live as long as the program.
+CheckBuilder* register_check(CheckInfo info);
+RecipeBuilder* register_recipe(RecipeInfo info);
+}  // namespace detail
+
+}  // namespace tc
+
+#define TC_CONCAT_INNER(a, b) a##b
+#define TC_CONCAT(a, b) TC_CONCAT_INNER(a, b)
+
+// Registers the check `name`: the function `tc::CheckResult check_<name>(const tc::CheckContext&)`
+// in scope. Returns the CheckBuilder for its attributes.
+#define TC_CHECK(name, promise)                                                                   \
+  static ::tc::CheckBuilder* const TC_CONCAT(tc_check_, name) [[maybe_unused]] =                  \
+      ::tc::detail::register_check(::tc::CheckInfo{#name, promise, TC_CONCAT(check_, name), __FILE__, __LINE__})
+
+// A practice the seeds name that cannot be checked from C++: one skipped cell per correct recipe
+// and device, with the reason, so it is never silently absent.
+#define TC_UNSUPPORTED_CHECK(name, promise, reason)                                                \
+  static ::tc::CheckBuilder* const TC_CONCAT(tc_check_, name) [[maybe_unused]] =                  \
+      ::tc::detail::register_check(::tc::CheckInfo{                                               \
+          #name, promise,                                                                         \
+          [](const ::tc::CheckContext&) -> ::tc::CheckResult { throw ::tc::SkipCell(reason); },   \
+          __FILE__, __LINE__, false, {}, 0, false, 900, reason, {}})
+
+// Type: a default-constructible tc::Run subclass.
+#define TC_RECIPE(Type, name, description)                                                        \
+  static ::tc::RecipeBuilder* const TC_CONCAT(tc_recipe_, __LINE__) [[maybe_unused]] =            \
+      ::tc::detail::register_recipe(::tc::RecipeInfo{                                             \
+          name, description, {}, [] { return std::unique_ptr<::tc::Run>(new Type()); }, __FILE__, __LINE__, ""})

@@ -1,0 +1,70 @@
+// The check-authoring kit: a fresh run of the cell's recipe with a probe, and the findings of a
+// check, every promise with its evidence.
+//
+//   CheckResult check_my_check(const CheckContext& ctx) {
+//     Findings f;
+//     auto a = fresh_run_with<AmpProbe>(ctx, "tc::AmpProbe (harness/contract/amp_probe.h)");
+//     a.probe->set_amp(options);
+//     a.run->setup(run_options(ctx, ctx.seed));
+//     ...
+//     if (ok) f.held("parity", "fp16 loss within 8u of fp32"); else f.broken("parity", "step 3: ...");
+//     f.metrics()["parity"] = {...};
+//     return f.result();   // fail when any promise broke; evidence names each one
+//   }
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
+
+namespace tc {
+
+// A fresh, not yet set-up run of the cell's recipe, and its probe interface P (which the recipe
+// implements next to tc::Run).
+template <typename P>
+struct ProbedRun {
+  std::unique_ptr<Run> run;
+  P* probe = nullptr;
+};
+
+// Skips the cell (ProbeNotProvided, the reason naming `interface`) when the recipe lacks P.
+template <typename P>
+ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interface, const std::string& why = "") {
+  ProbedRun<P> r;
+  r.run = ctx.make_run();
+  r.probe = dynamic_cast<P*>(r.run.get());
+  if (r.probe == nullptr) {
+    throw ProbeNotProvided("recipe '" + ctx.recipe + "' does not implement " + interface +
+                           (why.empty() ? "" : ", so " + why));
+  }
+  return r;
+}
+
+// Every promise a check judged. result() fails when any broke, with every broken promise in the
+// evidence (not only the first) and then what held; metrics.promises lists each one:
+// {"id", "status": "held" | "broken" | "recorded", "evidence"}.
+class Findings {
+ public:
+  void held(const std::string& promise, const std::string& evidence);
+  void broken(const std::string& promise, const std::string& evidence);
+  // Measured and reported, not judged (e.g. a throughput on hardware where it means nothing).
+  void recorded(const std::string& promise, const std::string& evidence);
+
+  bool any_broken() const;
+  nlohmann::json& metrics() { return metrics_; }
+  CheckResult result() const;
+
+ private:
+  struct Entry {
+    std::string promise, status, evidence;
+  };
+  std::vector<Entry> entries_;
+  nlohmann::json metrics_ = nlohmann::json::object();
+};
+
+}  // namespace tc
