@@ -54,6 +54,18 @@ tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/doe
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")
 
+# The README's one line per check equals `torchconform list --json` (names and promises);
+# `ci/readme-checks build/torchconform README.md --write` rewrites the block.
+if(TC_PYTHON)
+  set(TC_README_PYTHON ${TC_PYTHON})
+else()
+  set(TC_README_PYTHON python3)
+endif()
+add_test(NAME docs.readme_checks
+         COMMAND ${TC_README_PYTHON} ${PROJECT_SOURCE_DIR}/ci/readme-checks $<TARGET_FILE:torchconform>
+                 ${PROJECT_SOURCE_DIR}/README.md)
+set_tests_properties(docs.readme_checks PROPERTIES LABELS unit)
+
 # compare / trend: gate by exit code on committed inputs (real Google Benchmark 1.7.1 output)
 set(TC_FIX ${PROJECT_SOURCE_DIR}/harness/tests/fixtures)
 tc_cli_test(compare_gbench_regression 1 "BM_Sleep/iterations:20 .*REGRESSION.*gate: FAIL"
