@@ -6,11 +6,21 @@ set(TC_TEST_OUT ${CMAKE_BINARY_DIR}/test-output)
 file(MAKE_DIRECTORY ${TC_TEST_OUT})
 
 # --- unit tests -------------------------------------------------------------------------------
+# The contract: registration and its builder.
+add_executable(tc_contract_tests harness/contract/tests/registry_test.cpp)
+target_link_libraries(tc_contract_tests PRIVATE tc_contract GTest::gtest_main)
+tc_torch_link_fixups(tc_contract_tests)
+gtest_discover_tests(tc_contract_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
+
+# The utilities, without LibTorch (harness/util is a leaf library).
+add_executable(tc_util_tests harness/util/tests/util_test.cpp)
+target_link_libraries(tc_util_tests PRIVATE tc_util GTest::gtest_main)
+gtest_discover_tests(tc_util_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
+
 add_executable(tc_harness_tests
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
   harness/tests/compare_test.cpp
-  harness/tests/registry_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
   harness/tests/statistics_test.cpp
