@@ -249,10 +249,10 @@ def cmd_summary(outdir, statedir, bundle):
     lines.append("Steps (wall time / budget)")
     for s in st.get("steps", []):
         note = (" - " + s["note"]) if s.get("note") else ""
-        lines.append("  %-22s %-12s %6.1f s / %4s s  exit %s%s" % (
+        lines.append("  %-28s %-11s %6.1f s / %4s s  exit %s%s" % (
             s["name"], s["status"], s.get("wall_s") or 0.0, s.get("budget_s"), s.get("rc"), note))
     if st.get("current"):
-        lines.append("  %-22s INTERRUPTED or still running when this was written (started at %s s)"
+        lines.append("  %-28s INTERRUPTED or still running when this was written (started at %s s)"
                      % (st["current"]["name"], st["current"].get("started_s")))
     lines.append("")
 

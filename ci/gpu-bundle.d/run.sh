@@ -8,10 +8,12 @@
 # with its own time limit (whole run <= 8 min, --quick <= 3 min):
 #   preflight   bundle intact (sha256), torch + CUDA version as in the manifest, glibc new enough,
 #               every binary resolves every library (ldd), nvidia-smi and the environment recorded
-#   run:<check> `torchconform run --device cuda --check <check>`, one process per check, so that a
-#               slow or hung check costs its own limit only; the distributed check runs NCCL at
-#               world size = the number of GPUs (torchrun from this python3)
-#   run:report  the per-check reports as run.json, rendered as run.html
+#   run:<check> `torchconform run --device cuda --check <check> --recipe <the reference and the
+#               variants it must catch>`, one process per check, so that a slow or hung check costs
+#               its own limit only; the distributed check runs NCCL at world size = the number of
+#               GPUs (torchrun from this python3)
+#   run:<check>:rest  then, while time is left, every other recipe on each check (recorded cells)
+#   run:report  the per-check reports as run.json (merged after every part), rendered as run.html
 #   bench       the CUDA benchmarks (AMP steps, matmul ceiling, host-to-device copies) and the
 #               loader benchmark -> bench.json
 #   allreduce   tc_allreduce_bench under torchrun with NCCL, one rank per GPU -> allreduce.json
@@ -59,9 +61,9 @@ MARKER="TC_GPU_BUNDLE_RUN=$$.$RANDOM$RANDOM"
 # Time: the whole run's deadline, and the nominal limit of each phase (shrunk to fit the deadline).
 T0=$SECONDS
 if [ "$quick" = 1 ]; then
-  TOTAL=180 RUN_B=100 BENCH_B=40 AR_B=20 CHECK_CAP=45 RESERVE=5
+  TOTAL=180 RUN_B=100 BENCH_B=40 AR_B=20 CHECK_CAP=30 FLOOR=4 RESERVE=5
 else
-  TOTAL=480 RUN_B=280 BENCH_B=110 AR_B=60 CHECK_CAP=120 RESERVE=10
+  TOTAL=480 RUN_B=280 BENCH_B=110 AR_B=60 CHECK_CAP=90 FLOOR=6 RESERVE=10
 fi
 echo "$([ "$quick" = 1 ] && echo quick || echo full) $TOTAL" >"$STATE/mode"
 : >"$STATE/steps.tsv"
@@ -210,7 +212,9 @@ if grep 'not found' <<<"$lddout" | grep -qE 'libstdc\+\+\.so\.6|libgcc_s\.so\.1'
   lddout=$(ldd_all)
 fi
 echo "$lddout" >>"$OUT/environment.txt"
-missing=$(grep 'not found' <<<"$lddout" | sed 's/^[[:space:]]*//' | sort -u)
+missing=$(for b in "$BIN"/*; do
+  LD_LIBRARY_PATH=$BIN_LDP ldd "$b" 2>&1 | grep 'not found' | sed "s|^[[:space:]]*|${b##*/}: |"
+done | sort -u)
 if [ -n "$missing" ]; then
   refuse "shared libraries not found (ldd; environment.txt has the whole output):
 $missing"
@@ -244,54 +248,81 @@ fi
 log "$NGPU CUDA device(s)"
 if [ "$DEVICE" = cuda ]; then AR_BACKEND=nccl AR_NPROC=$NGPU; else AR_BACKEND=gloo AR_NPROC=2; fi
 
-# ---------------------------------------------------------------------------- run, one check at a time
+# ---------------------------------------------------------------------------- run, check by check
+# Two passes, one `torchconform run` per check in each (a slow or hung check costs its own limit):
+#   run:<check>       the judged cells: the reference and the broken variants the check must catch
+#   run:<check>:rest  every other recipe on that check (recorded, not judged), while time is left
+# A part's limit: up to CHECK_CAP, leaving FLOOR s for each part still to come in its pass, never
+# less than its fair share of what is left; the first pass's parts come first. run.json is re-merged after every part, so it holds whatever has finished.
 failed=()
-run_deadline=$((SECONDS + $(limit_for "$RUN_B" $((BENCH_B + AR_B)))))
+notrun=()  # parts and steps left out for lack of time
+run_deadline=$((SECONDS + $(limit_for "$RUN_B" $((BENCH_B + AR_B))) - 15))  # 15 s: run:report
 run_step list 20 env LD_LIBRARY_PATH="$BIN_LDP" "$BIN/torchconform" list --json
 cp "$WORK/step.log" "$WORK/list.json"
 record_step list "$STEP_STATUS" "$STEP_WALL" 20 "$STEP_RC" ""
-mapfile -t checks < <(python3 - "$WORK/list.json" <<'PY'
+# check <TAB> judged recipes <TAB> the other recipes (comma-separated)
+mapfile -t plan < <(python3 - "$WORK/list.json" <<'PY'
 import json, sys
 text = open(sys.argv[1]).read()
 # The catalogue is the JSON object on stdout; stderr lines (if any) come before or after it.
 doc = json.loads(text[text.index("{"):text.rindex("}") + 1])
+recipes = [r["name"] for r in doc["recipes"]]
 for c in doc["checks"]:
-    print(c["name"])
+    judged = [r["name"] for r in doc["recipes"] if r["name"] == "reference" or c["name"] in r["targets"]]
+    rest = [r for r in recipes if r not in judged]
+    print("%s\t%s\t%s" % (c["name"], ",".join(judged), ",".join(rest)))
 PY
 )
-if [ "${#checks[@]}" = 0 ]; then failed+=("list: torchconform list --json gave no check"); fi
+if [ "${#plan[@]}" = 0 ]; then failed+=("list: torchconform list --json gave no check"); fi
 parts=()
-for check in "${checks[@]}"; do
-  left=$((run_deadline - SECONDS - 15))  # 15 s kept for run:report
-  if [ "$left" -lt 10 ]; then
-    record_step "run:$check" not-run 0 - - "the run phase's time was spent"
-    failed+=("run:$check not run (time spent)")
-    continue
+run_part() {  # name recipes cap parts_after
+  local name=$1 recipes=$2 cap=$3 after=$4 check=${1#run:}
+  check=${check%:rest}
+  local remaining=$((run_deadline - SECONDS)) limit part note=""
+  # Up to cap, leaving FLOOR s for each part after it, but never less than its fair share.
+  local fair=$((remaining / (after + 1))) greedy=$((remaining - FLOOR * after))
+  limit=$((greedy > fair ? greedy : fair))
+  [ "$limit" -gt "$cap" ] && limit=$cap
+  if [ "$limit" -lt 5 ]; then
+    record_step "$name" not-run 0 - - "the run phase's time was spent"
+    notrun+=("$name")
+    return
   fi
-  limit=$CHECK_CAP
-  [ "$left" -lt "$limit" ] && limit=$left
-  part=$WORK/parts/$check.json
-  # The distributed check's torchrun gets its own deadline, inside the check's.
-  run_step "run:$check" "$limit" env LD_LIBRARY_PATH="$BIN_LDP" \
+  part=$WORK/parts/${name//:/_}.json
+  # The distributed check's torchrun gets its own deadline, inside the part's.
+  run_step "$name" "$limit" env LD_LIBRARY_PATH="$BIN_LDP" \
     TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S=$((limit > 20 ? limit - 10 : 10)) \
-    "$BIN/torchconform" run --device "$DEVICE" --check "$check" $([ "$quick" = 1 ] && echo --quick) \
-    --json "$part" --html ""
-  note=""
+    "$BIN/torchconform" run --device "$DEVICE" --check "$check" --recipe "$recipes" \
+    $([ "$quick" = 1 ] && echo --quick) --json "$part" --html ""
   if [ "$STEP_STATUS" = timeout ]; then
-    note="ran out of its ${limit} s"; failed+=("run:$check timed out")
+    note="ran out of its ${limit} s"; failed+=("$name timed out")
   elif [ ! -s "$part" ]; then
-    note="wrote no report"; STEP_STATUS=failed; failed+=("run:$check exit $STEP_RC, no report")
+    note="wrote no report"; STEP_STATUS=failed; failed+=("$name exit $STEP_RC, no report")
   else
     parts+=("$part")
+    py merge "$OUT/run.json" "${parts[@]}" >>"$WORK/merge.log" 2>&1 || failed+=("$name: merge into run.json failed")
     [ "$STEP_RC" = 1 ] && note="a cell is not ok"
-    [ "$STEP_RC" != 0 ] && [ "$STEP_RC" != 1 ] && { STEP_STATUS=failed; failed+=("run:$check exit $STEP_RC"); }
+    [ "$STEP_RC" != 0 ] && [ "$STEP_RC" != 1 ] && { STEP_STATUS=failed; failed+=("$name exit $STEP_RC"); }
   fi
-  record_step "run:$check" "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" "$note"
+  record_step "$name" "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" "$note"
+}
+n=${#plan[@]}
+i=0
+for line in "${plan[@]}"; do
+  IFS=$'\t' read -r check judged rest <<<"$line"
+  i=$((i + 1))
+  run_part "run:$check" "$judged" "$CHECK_CAP" $((n - i))
+done
+i=0
+for line in "${plan[@]}"; do
+  IFS=$'\t' read -r check judged rest <<<"$line"
+  i=$((i + 1))
+  [ -n "$rest" ] && run_part "run:$check:rest" "$rest" "$CHECK_CAP" $((n - i))
 done
 if [ "${#parts[@]}" -gt 0 ]; then
-  py merge "$OUT/run.json" "${parts[@]}" >"$WORK/merge.log" 2>&1 || failed+=("run:report merge failed")
   run_step run:report 15 env LD_LIBRARY_PATH="$BIN_LDP" "$BIN/torchconform" report "$OUT/run.json" --html "$OUT/run.html"
-  [ "$STEP_RC" = 0 ] || failed+=("run:report exit $STEP_RC")
+  [ "$STEP_STATUS" = done ] && [ "$STEP_RC" != 0 ] && STEP_STATUS=failed
+  [ "$STEP_STATUS" = done ] || failed+=("run:report $STEP_STATUS (exit $STEP_RC)")
   record_step run:report "$STEP_STATUS" "$STEP_WALL" 15 "$STEP_RC" ""
 else
   failed+=("run: no check wrote a report")
@@ -309,7 +340,7 @@ if [ "$limit" -ge 10 ]; then
   [ "$STEP_STATUS" = done ] && [ "$STEP_RC" != 0 ] && { STEP_STATUS=failed; failed+=("bench exit $STEP_RC"); }
   record_step bench "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" ""
 else
-  record_step bench not-run 0 - - "time spent"; failed+=("bench not run (time spent)")
+  record_step bench not-run 0 - - "time spent"; notrun+=(bench)
 fi
 
 # ---------------------------------------------------------------------------- all-reduce under torchrun, NCCL
@@ -326,7 +357,7 @@ if [ "$limit" -ge 10 ]; then
   [ "$STEP_STATUS" = done ] && [ "$STEP_RC" != 0 ] && { STEP_STATUS=failed; failed+=("allreduce exit $STEP_RC"); }
   record_step allreduce "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" "$AR_BACKEND, world size $AR_NPROC"
 else
-  record_step allreduce not-run 0 - - "time spent"; failed+=("allreduce not run (time spent)")
+  record_step allreduce not-run 0 - - "time spent"; notrun+=(allreduce)
 fi
 
 # ---------------------------------------------------------------------------- verdict
@@ -335,7 +366,10 @@ try: s = json.load(open(sys.argv[1]))["summary"]
 except Exception: print(-1); sys.exit()
 print(s["missed"] + s["false_alarm"] + s["error"])' "$OUT/run.json")
 if [ "$bad" != 0 ] && [ "$bad" != -1 ]; then failed+=("$bad cell(s) missed / false_alarm / error"); fi
+if [ "${#notrun[@]}" -gt 0 ]; then
+  failed+=("${#notrun[@]} not run for lack of time: $(printf '%s ' "${notrun[@]}")")
+fi
 if [ "${#failed[@]}" = 0 ]; then
   finish 0 "OK (exit 0): every step ran, no cell is missed / false_alarm / error"
 fi
-finish 1 "NOT OK (exit 1): $(printf '%s; ' "${failed[@]}")"
+finish 1 "NOT OK (exit 1): $(printf '%s; ' "${failed[@]}" | sed 's/; $//')"
