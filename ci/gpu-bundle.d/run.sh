@@ -14,8 +14,8 @@
 #               GPUs (torchrun from this python3)
 #   run:<check>:rest  then, while time is left, every other recipe on each check (recorded cells)
 #   run:report  the per-check reports as run.json (merged after every part), rendered as run.html
-#   bench       the CUDA benchmarks (AMP steps, matmul ceiling, host-to-device copies) and the
-#               loader benchmark -> bench.json
+#   bench:cuda  the CUDA benchmarks (AMP train steps, matmul ceiling, host-to-device copies), then
+#   bench:loader  the loader benchmark, merged into the same bench.json
 #   allreduce   tc_allreduce_bench under torchrun with NCCL, one rank per GPU -> allreduce.json
 # OUTDIR gets at most 7 files: summary.txt (read it first), environment.txt, steps.log, run.json,
 # run.html, bench.json, allreduce.json. summary.txt is rewritten before and after every step, so
@@ -253,7 +253,8 @@ if [ "$DEVICE" = cuda ]; then AR_BACKEND=nccl AR_NPROC=$NGPU; else AR_BACKEND=gl
 #   run:<check>       the judged cells: the reference and the broken variants the check must catch
 #   run:<check>:rest  every other recipe on that check (recorded, not judged), while time is left
 # A part's limit: up to CHECK_CAP, leaving FLOOR s for each part still to come in its pass, never
-# less than its fair share of what is left; the first pass's parts come first. run.json is re-merged after every part, so it holds whatever has finished.
+# less than its fair share of what is left; when that share is under 5 s, the parts run in order
+# with what is left. The first pass's parts come first. run.json is re-merged after every part, so it holds whatever has finished.
 failed=()
 notrun=()  # parts and steps left out for lack of time
 run_deadline=$((SECONDS + $(limit_for "$RUN_B" $((BENCH_B + AR_B))) - 15))  # 15 s: run:report
@@ -279,9 +280,11 @@ run_part() {  # name recipes cap parts_after
   local name=$1 recipes=$2 cap=$3 after=$4 check=${1#run:}
   check=${check%:rest}
   local remaining=$((run_deadline - SECONDS)) limit part note=""
-  # Up to cap, leaving FLOOR s for each part after it, but never less than its fair share.
+  # Up to cap, leaving FLOOR s for each part after it, but never less than its fair share; once
+  # the fair share is under 5 s the parts run in order, each with what is left, until it is spent.
   local fair=$((remaining / (after + 1))) greedy=$((remaining - FLOOR * after))
   limit=$((greedy > fair ? greedy : fair))
+  [ "$fair" -lt 5 ] && limit=$remaining
   [ "$limit" -gt "$cap" ] && limit=$cap
   if [ "$limit" -lt 5 ]; then
     record_step "$name" not-run 0 - - "the run phase's time was spent"
@@ -317,7 +320,7 @@ i=0
 for line in "${plan[@]}"; do
   IFS=$'\t' read -r check judged rest <<<"$line"
   i=$((i + 1))
-  [ -n "$rest" ] && run_part "run:$check:rest" "$rest" "$CHECK_CAP" $((n - i))
+  [ -n "$rest" ] && run_part "run:$check:rest" "$rest" "$CHECK_CAP" 0  # in order, while time is left
 done
 if [ "${#parts[@]}" -gt 0 ]; then
   run_step run:report 15 env LD_LIBRARY_PATH="$BIN_LDP" "$BIN/torchconform" report "$OUT/run.json" --html "$OUT/run.html"
@@ -330,18 +333,25 @@ fi
 summary
 
 # ---------------------------------------------------------------------------- bench
-limit=$(limit_for "$BENCH_B" "$AR_B")
+# Two steps into one bench.json (the second merges into the first's report), so that the CUDA
+# benchmarks survive a loader benchmark that runs out of time: bench:cuda (AMP train steps, matmul
+# ceiling, host-to-device copies), then bench:loader (the loader on the CPU side, the data wait).
 if [ "$quick" = 1 ]; then bench_flags=(--benchmark_repetitions=3 --benchmark_min_time=0.05)
 else bench_flags=(--benchmark_repetitions=5); fi
-if [ "$limit" -ge 10 ]; then
-  run_step bench "$limit" env LD_LIBRARY_PATH="$BIN_LDP" "$BIN/torchconform" bench --json "$OUT/bench.json" \
-    '--benchmark_filter=device:cuda|^data/loader/' "${bench_flags[@]}"
-  [ "$STEP_STATUS" = timeout ] && failed+=("bench timed out")
-  [ "$STEP_STATUS" = done ] && [ "$STEP_RC" != 0 ] && { STEP_STATUS=failed; failed+=("bench exit $STEP_RC"); }
-  record_step bench "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" ""
-else
-  record_step bench not-run 0 - - "time spent"; notrun+=(bench)
-fi
+bench_cuda_b=$((BENCH_B * 2 / 3))
+for spec in "bench:cuda device:cuda $bench_cuda_b $((BENCH_B - bench_cuda_b + AR_B))" \
+            "bench:loader ^data/loader/ $((BENCH_B - bench_cuda_b)) $AR_B"; do
+  read -r name filter nominal later <<<"$spec"
+  limit=$(limit_for "$nominal" "$later")
+  if [ "$limit" -lt 10 ]; then
+    record_step "$name" not-run 0 - - "time spent"; notrun+=("$name"); continue
+  fi
+  run_step "$name" "$limit" env LD_LIBRARY_PATH="$BIN_LDP" "$BIN/torchconform" bench --json "$OUT/bench.json" \
+    "--benchmark_filter=$filter" "${bench_flags[@]}"
+  [ "$STEP_STATUS" = timeout ] && failed+=("$name timed out")
+  [ "$STEP_STATUS" = done ] && [ "$STEP_RC" != 0 ] && { STEP_STATUS=failed; failed+=("$name exit $STEP_RC"); }
+  record_step "$name" "$STEP_STATUS" "$STEP_WALL" "$limit" "$STEP_RC" ""
+done
 
 # ---------------------------------------------------------------------------- all-reduce under torchrun, NCCL
 limit=$(limit_for "$AR_B" 0)
