@@ -40,15 +40,23 @@ TEST_F(Scratch, AtomicWriteReplacesWholeAndLeavesNoTemporary) {
 
 // (A write that fails midway keeping the previous file: the resilience tests, under a file-size
 // limit and in a read-only directory with privileges dropped.)
-TEST_F(Scratch, MissingDirectoryIsAnErrorNamingThePath) {
+TEST_F(Scratch, AtomicWriteMakesMissingDirectories) {
   const std::string f = dir + "/no/such/dir/x.json";
+  write_file_atomically(f, "x");
+  EXPECT_EQ(posix_fs::read_bytes(f), "x");
+}
+
+TEST_F(Scratch, WriteUnderAFileIsAnErrorNamingThePath) {
+  posix_fs::write_bytes(dir + "/plain", "a file, not a directory");
+  const std::string f = dir + "/plain/x.json";
   try {
     write_file_atomically(f, "x");
-    FAIL() << "wrote into a missing directory";
+    FAIL() << "wrote under a regular file";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("plain"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(posix_fs::write_bytes(dir + "/no/such/dir/x", "x"), std::runtime_error);
+  EXPECT_THROW(posix_fs::write_bytes(f, "x"), std::runtime_error);
+  EXPECT_EQ(posix_fs::read_bytes(dir + "/plain"), "a file, not a directory");
 }
 
 TEST_F(Scratch, MakeDirsRemoveTreeAndNames) {
