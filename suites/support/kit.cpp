@@ -21,14 +21,14 @@ bool Findings::any_broken() const {
   return false;
 }
 
-CheckResult Findings::result() const {
+CheckResult Findings::result(const std::string& head) const {
   nlohmann::json metrics = metrics_;
   nlohmann::json promises = nlohmann::json::array();
   for (const Entry& e : entries_) {
     promises.push_back({{"id", e.promise}, {"status", e.status}, {"evidence", e.evidence}});
   }
   metrics["promises"] = promises;
-  std::string ev;
+  std::string ev = head;
   const bool failed = any_broken();
   // Failing: each broken promise first ("- "), then what held ("  held: "). Passing: what held.
   for (const Entry& e : entries_) {

@@ -57,7 +57,9 @@ class Findings {
 
   bool any_broken() const;
   nlohmann::json& metrics() { return metrics_; }
-  CheckResult result() const;
+  // `head`, when given, is a first line that frames every promise below it (e.g. "cpu×2:",
+  // "evaluation after one epoch:").
+  CheckResult result(const std::string& head = "") const;
 
  private:
   struct Entry {
