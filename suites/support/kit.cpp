@@ -29,14 +29,20 @@ CheckResult Findings::result(const std::string& head) const {
   }
   metrics["promises"] = promises;
   std::string ev = head;
+  auto line = [&ev](const char* prefix, const std::string& text) {
+    if (!ev.empty()) ev += '\n';
+    ev += prefix;
+    ev += text;
+  };
   const bool failed = any_broken();
-  // Failing: each broken promise first ("- "), then what held ("  held: "). Passing: what held.
+  // Failing: each broken promise first ("- "), then the others ("  held: ", "  recorded: ").
+  // Passing: one line per promise.
   for (const Entry& e : entries_) {
-    if (e.status == "broken") ev += (ev.empty() ? "" : "\n") + std::string("- ") + e.evidence;
+    if (e.status == "broken") line("- ", e.evidence);
   }
   for (const Entry& e : entries_) {
     if (e.status == "broken") continue;
-    ev += (ev.empty() ? "" : "\n") + std::string(failed ? "  held: " : "") + e.evidence;
+    line(!failed ? "" : e.status == "held" ? "  held: " : "  recorded: ", e.evidence);
   }
   return failed ? CheckResult::fail(ev, metrics) : CheckResult::pass(ev, metrics);
 }

@@ -46,7 +46,7 @@ ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interfac
 }
 
 // Every promise a check judged. result() fails when any broke, with every broken promise in the
-// evidence (not only the first) and then what held; metrics.promises lists each one:
+// evidence (not only the first) and then what held or was recorded; metrics.promises lists each one:
 // {"id", "status": "held" | "broken" | "recorded", "evidence"}.
 class Findings {
  public:
