@@ -170,23 +170,31 @@ add_test(NAME example.user_recipe
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500)
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
-# Corruption corpus (2 x 2,000 files, each load in a forked child), hostile checkpoints made by
-# reference/tests/make_hostile_checkpoints.py (standard-library Python), file-size limit and
-# read-only directory. Links the command line and every suite: `run --json` is tested in-process.
-add_executable(tc_resilience_tests reference/tests/resilience_test.cpp)
-target_link_libraries(tc_resilience_tests PRIVATE tc_cli ${TC_SUITE_TARGETS} tc_reference tc_check_support
-                                                  GTest::gtest_main)
+# One executable per layer, each with its corruption corpus (2,000 files, each read in a forked
+# child) and its fuzzers' regressions; the helpers they share in harness/tests/resilience_support.h.
+# Both link the command line and every suite: `run --json` is tested in-process.
 if(TC_PYTHON)
   set(TC_TEST_PYTHON_EXE ${TC_PYTHON})
 else()
   set(TC_TEST_PYTHON_EXE python3)
 endif()
-target_compile_definitions(tc_resilience_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                                      TC_TEST_PYTHON="${TC_TEST_PYTHON_EXE}")
-tc_use_torch_pch(tc_resilience_tests)
-tc_torch_link_fixups(tc_resilience_tests)
-# One label (gtest_discover_tests does not keep a list of labels intact): ctest -L resilience.
-gtest_discover_tests(tc_resilience_tests PROPERTIES LABELS resilience DISCOVERY_TIMEOUT 120)
+function(tc_resilience_test target source)
+  add_executable(${target} ${source})
+  target_link_libraries(${target} PRIVATE tc_cli ${TC_SUITE_TARGETS} tc_reference tc_check_support GTest::gtest_main)
+  target_compile_definitions(${target} PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+                                               TC_TEST_PYTHON="${TC_TEST_PYTHON_EXE}")
+  tc_use_torch_pch(${target})
+  tc_torch_link_fixups(${target})
+  # One label (gtest_discover_tests does not keep a list of labels intact): ctest -L resilience.
+  gtest_discover_tests(${target} PROPERTIES LABELS resilience DISCOVERY_TIMEOUT 120)
+endfunction()
+# The report readers: corrupt and deeply nested reports, the report fuzzer's regressions.
+tc_resilience_test(tc_report_resilience_tests harness/tests/report_resilience_test.cpp)
+# The checkpoint loader: corrupt and hostile checkpoints (made by
+# reference/tests/make_hostile_checkpoints.py, standard-library Python), writes of a checkpoint and
+# a report that cannot complete (file-size limit, read-only directory), the fuzz seeds ci/fuzz
+# starts from, the checkpoint fuzzers' regressions.
+tc_resilience_test(tc_checkpoint_resilience_tests reference/tests/checkpoint_resilience_test.cpp)
 
 # --- the layers: the include rule of DESIGN.md, and that the rule catches a forbidden include ----
 if(TC_PYTHON)

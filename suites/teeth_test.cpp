@@ -1,6 +1,8 @@
 // The checks' teeth, tested through the real registry: every broken variant is caught by every
 // check it targets, the reference passes them all, and a variant made harmless is reported as
 // `missed` (a check that cannot fail would be visible).
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "harness/devices.h"
@@ -13,6 +15,33 @@ namespace {
 
 // Declares that reproducibility must catch it, but breaks nothing.
 class HarmlessVariant : public ref::ReferenceRun {};
+
+// The promises a cell's check judged (metrics.promises, written by the check-authoring kit):
+// present, each an object with an id the check registered and a status; the ids of those broken.
+std::set<std::string> broken_promises(const Cell& c) {
+  std::set<std::string> broken;
+  const std::string where = c.check + " / " + c.recipe;
+  const CheckInfo* check = Registry::global().find_check(c.check);
+  if (check == nullptr) {
+    ADD_FAILURE() << where << ": no such check";
+    return broken;
+  }
+  std::set<std::string> registered;
+  for (const PromiseInfo& p : check->promises) registered.insert(p.id);
+  if (!c.metrics.is_object() || !c.metrics.contains("promises") || !c.metrics["promises"].is_array()) {
+    ADD_FAILURE() << where << ": no metrics.promises list\n" << c.evidence;
+    return broken;
+  }
+  EXPECT_FALSE(c.metrics["promises"].empty()) << where << ": metrics.promises is empty";
+  for (const nlohmann::json& p : c.metrics["promises"]) {
+    const std::string id = p.value("id", ""), status = p.value("status", "");
+    EXPECT_TRUE(registered.count(id)) << where << ": promise '" << id << "' is not one the check registered";
+    EXPECT_TRUE(status == "held" || status == "broken" || status == "recorded") << where << ": " << p.dump();
+    EXPECT_FALSE(p.value("evidence", "").empty()) << where << ": " << p.dump();
+    if (status == "broken") broken.insert(id);
+  }
+  return broken;
+}
 
 TEST(Teeth, EveryVariantTargetsAKnownCheck) {
   EXPECT_TRUE(Registry::global().validate().empty());
@@ -69,6 +98,15 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
       // Caught by measurement, not by the recipe crashing.
       EXPECT_EQ(c.evidence.find("recipe threw"), std::string::npos) << c.evidence;
     }
+    // A judged cell names its promises: none broken where it passes as expected, at least one
+    // where a variant is caught.
+    if (c.expected == Expected::kAny) continue;
+    const std::set<std::string> broken = broken_promises(c);
+    if (c.expected == Expected::kPass) {
+      EXPECT_TRUE(broken.empty()) << c.check << " / " << c.recipe << ": " << *broken.begin();
+    } else if (c.outcome == Outcome::kFail) {
+      EXPECT_FALSE(broken.empty()) << c.check << " / " << c.recipe << ": " << c.evidence;
+    }
   }
 }
 
@@ -107,12 +145,12 @@ TEST(Teeth, EachMixedPrecisionVariantIsCaughtByThePromiseItBreaks) {
   const Cell& resume = find("resume_equality", "no_scaler_state");
   EXPECT_EQ(resume.verdict, Verdict::kOk) << resume.evidence;
   EXPECT_EQ(resume.outcome, Outcome::kFail);
-  // The fp32 pass held (first line); the fp16 pass diverged.
-  EXPECT_NE(resume.evidence.substr(0, resume.evidence.find('\n')).find("bitwise equal"), std::string::npos)
-      << resume.evidence;
-  const size_t amp_pass = resume.evidence.find("with fp16 autocast + GradScaler:");
-  ASSERT_NE(amp_pass, std::string::npos) << resume.evidence;
-  EXPECT_NE(resume.evidence.find("\n- ", amp_pass), std::string::npos) << resume.evidence;
+  // The fp16 pass diverged (the broken promise, first); the fp32 pass held.
+  EXPECT_EQ(broken_promises(resume), std::set<std::string>{"resume_bitwise_amp"}) << resume.evidence;
+  EXPECT_EQ(resume.evidence.rfind("- with fp16 autocast + GradScaler:", 0), 0u) << resume.evidence;
+  const size_t fp32_pass = resume.evidence.find("\n  held: ");
+  ASSERT_NE(fp32_pass, std::string::npos) << resume.evidence;
+  EXPECT_NE(resume.evidence.find("bitwise equal", fp32_pass), std::string::npos) << resume.evidence;
   EXPECT_EQ(find("resume_equality", "reference").outcome, Outcome::kPass);
 }
 

@@ -2,6 +2,7 @@
 // counters detect it at backward; the check trains an epoch and reports that error as evidence.
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -12,6 +13,7 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
   run->setup(run_options(ctx, ctx.seed));
   const int64_t steps = run->steps_per_epoch();
   int64_t done = 0;
+  Findings f;
   try {
     for (; done < steps; ++done) {
       StepRecord r = run->train_step();
@@ -20,13 +22,15 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     if (what.find("modified by an inplace operation") == std::string::npos) throw;
-    return CheckResult::fail("step " + std::to_string(done) + ": " + what.substr(0, what.find("Hint:")),
-                             {{"failed_step", done}});
+    f.metrics()["failed_step"] = done;
+    f.broken("no_inplace_on_saved", "step " + std::to_string(done) + ": " + what.substr(0, what.find("Hint:")));
+    return f.result();
   }
-  return CheckResult::pass(std::to_string(steps) +
-                               " training steps: no tensor saved for backward was modified in place "
-                               "(LibTorch's version counters never fired)",
-                           {{"steps", steps}});
+  f.metrics()["steps"] = steps;
+  f.held("no_inplace_on_saved", std::to_string(steps) +
+                                    " training steps: no tensor saved for backward was modified in place "
+                                    "(LibTorch's version counters never fired)");
+  return f.result();
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <torch/torch.h>
 
 #include "harness/util/posix_fs.h"
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
 
@@ -71,177 +72,199 @@ Attempt try_load(const CheckContext& ctx, const std::string& path, const NamedTe
   return a;
 }
 
+// The recipe after a few steps, saved at `path`: what every promise below starts from.
+struct Saved {
+  std::unique_ptr<Run> run;
+  std::string path;
+  NamedTensors params;
+};
+
+// 1. The model state loads strictly into a bare, unwrapped model.
+void strict_bare_load(const Saved& s, Findings& out) {
+  std::shared_ptr<torch::nn::Module> bare = s.run->bare_model();  // not provided: cell skipped
+  try {
+    ref::load_model_part_strict(*bare, s.path);
+    NamedTensors loaded;
+    for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
+    out.metrics()["bare_model_load"] = "ok";
+    if (auto d = first_tensor_difference(s.params, snapshot(loaded))) {
+      out.broken("strict_bare_load", "the bare model loaded other weights than the run's ('" + d->name + "')");
+    } else {
+      out.held("strict_bare_load", "model state loads strictly into a bare model");
+    }
+  } catch (const std::exception& e) {
+    out.metrics()["bare_model_load"] = e.what();
+    out.broken("strict_bare_load", std::string("the model state does not load into a bare model: ") + e.what());
+  }
+}
+
+// One save killed after `delay`: a child saves over and over (one byte down a pipe per save) until
+// SIGKILL. Counts the saves it completed; returns whether it was still saving when killed.
+bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds delay, int64_t& completed_saves) {
+  int fds[2];
+  if (pipe(fds) != 0) throw HarnessError("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw HarnessError("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
+    try {
+      for (;;) {
+        run.save_checkpoint(path);
+        if (write(fds[1], "s", 1) != 1) break;
+      }
+    } catch (...) {
+    }
+    _exit(3);
+  }
+  close(fds[1]);
+  std::this_thread::sleep_for(delay);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  char buf[256];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) completed_saves += n;
+  close(fds[0]);
+  return WIFSIGNALED(status);
+}
+
+// 2. Killed mid-save: the file at the path always loads.
+void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
+  nlohmann::json& m = out.metrics();
+  const int trials = ctx.quick ? 20 : 50;
+  // Kill points spread over several saves' time, so they land before, in and between writes.
+  const auto t0 = std::chrono::steady_clock::now();
+  s.run->save_checkpoint(s.path);
+  const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::steady_clock::now() - t0).count();
+  m["save_duration_us"] = save_us;
+  std::mt19937 rng(static_cast<uint32_t>(ctx.seed));
+  std::uniform_int_distribution<int64_t> delay_us(0, 4 * save_us + 1000);
+  int loaded = 0, broken = 0, exited_early = 0;
+  std::string first_error;
+  int64_t completed_saves = 0;
+  for (int t = 0; t < trials; ++t) {
+    if (!kill_one_save(*s.run, s.path, std::chrono::microseconds(delay_us(rng)), completed_saves)) {
+      ++exited_early;  // the saving child stopped before the kill
+    }
+    Attempt a = try_load(ctx, s.path, s.params);
+    if (!a.rejected && a.same_state) {
+      ++loaded;
+    } else {
+      ++broken;
+      if (first_error.empty()) first_error = a.rejected ? a.error : "loaded other state";
+      s.run->save_checkpoint(s.path);  // a good file for the next trial
+    }
+  }
+  m["kill_trials"] = trials;
+  m["kill_trials_loaded"] = loaded;
+  m["kill_trials_broken"] = broken;
+  m["kill_trials_child_exited_early"] = exited_early;
+  m["kill_trials_completed_saves"] = completed_saves;
+  if (completed_saves == 0 || exited_early > 0) {
+    throw HarnessError("the saving child processes completed " + std::to_string(completed_saves) +
+                       " saves and " + std::to_string(exited_early) +
+                       " stopped on their own: the kill trials prove nothing");
+  }
+  if (broken > 0) {
+    out.broken("atomic_save", std::to_string(broken) + " of " + std::to_string(trials) +
+                                  " saves killed at a random point left a checkpoint that does not load: " +
+                                  first_error);
+  } else {
+    out.held("atomic_save", std::to_string(loaded) + "/" + std::to_string(trials) +
+                                " saves killed at random points left a loadable checkpoint");
+  }
+}
+
+// 3. Truncations and single-bit flips are rejected (or, for a flip in bytes nobody reads, load the
+//    very same state); never a different state, and a rejected load leaves the model as it was.
+void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const ScratchDir& scratch, Findings& out) {
+  nlohmann::json& m = out.metrics();
+  const std::string good = read_bytes(s.path);
+  std::mt19937_64 rng(static_cast<uint64_t>(ctx.seed) * 31 + 7);
+  const std::string bad = scratch.file("bad.pt");
+  int rejected = 0, same = 0, different = 0, touched = 0;
+  const int truncations = 20, flips = 40;
+  for (int i = 0; i < truncations + flips; ++i) {
+    std::string bytes = good;
+    if (i < truncations) {
+      bytes.resize(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
+    } else {
+      const size_t at = std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng);
+      bytes[at] = static_cast<char>(bytes[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
+    }
+    write_bytes(bad, bytes);
+    Attempt a = try_load(ctx, bad, s.params);
+    if (a.rejected) {
+      ++rejected;
+      if (!a.untouched) ++touched;
+    } else if (a.same_state) {
+      ++same;
+    } else {
+      ++different;
+    }
+    if (i < truncations && !a.rejected) ++different;  // a truncated file must never load
+  }
+  m["corruptions"] = truncations + flips;
+  m["corruptions_rejected"] = rejected;
+  m["corruptions_loaded_same_state"] = same;
+  m["corruptions_loaded_other_state"] = different;
+  m["rejected_loads_that_changed_the_model"] = touched;
+  std::vector<std::string> problems;
+  if (different > 0) problems.push_back(std::to_string(different) + " truncated or bit-flipped files loaded silently");
+  if (touched > 0) problems.push_back(std::to_string(touched) + " rejected loads changed the model");
+  if (!problems.empty()) {
+    out.broken("corrupt_files_rejected", problems.size() == 1 ? problems[0] : problems[0] + "; " + problems[1]);
+  } else {
+    out.held("corrupt_files_rejected", std::to_string(rejected) + "/" + std::to_string(truncations + flips) +
+                                           " truncated or bit-flipped files rejected (the rest loaded the same "
+                                           "state), model untouched");
+  }
+}
+
+// 4. A pickle naming a code-running global: rejected, no side effect.
+void malicious_pickle_rejected(const CheckContext& ctx, const Saved& s, const ScratchDir& scratch, Findings& out) {
+  nlohmann::json& m = out.metrics();
+  const std::string canary = scratch.file("canary");
+  const std::string evil = scratch.file("evil.pt");
+  // With a correct first line (hash and size recomputed), so that it reaches LibTorch's unpickler.
+  write_bytes(evil, ref::checkpoint_file_bytes(malicious_pickle(canary)));
+  Attempt a = try_load(ctx, evil, s.params);
+  const bool ran = posix_fs::exists(canary);
+  m["malicious_pickle_rejected"] = a.rejected;
+  m["malicious_pickle_ran_code"] = ran;
+  if (!a.rejected || ran || !a.untouched) {
+    out.broken("malicious_pickle_rejected", std::string("a pickle calling posix.system was ") +
+                                                (a.rejected ? "rejected" : "accepted") +
+                                                (ran ? " and ran its command" : "") +
+                                                (a.rejected && !a.untouched ? " after changing the model" : ""));
+  } else {
+    out.held("malicious_pickle_rejected", "a posix.system pickle rejected with no side effect");
+  }
+  // For the record: what LibTorch's own pickle_load makes of it.
+  try {
+    const std::string evil_bytes = read_bytes(evil);
+    (void)torch::pickle_load(std::vector<char>(evil_bytes.begin(), evil_bytes.end()));
+    m["libtorch_pickle_load"] = "accepted";
+  } catch (const c10::Error& e) {
+    std::string w = e.what_without_backtrace();
+    m["libtorch_pickle_load"] = w.substr(0, w.find('\n'));
+  }
+}
+
 CheckResult check_checkpoint_safety(const CheckContext& ctx) {
   ScratchDir scratch;
-  const std::string path = scratch.file("ckpt.pt");
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, ctx.seed));
-  for (int i = 0; i < 3; ++i) run->train_step();
-  run->save_checkpoint(path);
-  const NamedTensors saved = snapshot(run->parameters());
-  std::vector<std::string> problems;
-  nlohmann::json m;
-
-  // 1. The model state loads strictly into a bare, unwrapped model.
-  {
-    std::shared_ptr<torch::nn::Module> bare = run->bare_model();  // not provided: cell skipped
-    try {
-      ref::load_model_part_strict(*bare, path);
-      NamedTensors loaded;
-      for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
-      if (auto d = first_tensor_difference(saved, snapshot(loaded))) {
-        problems.push_back("the bare model loaded other weights than the run's ('" + d->name + "')");
-      }
-      m["bare_model_load"] = "ok";
-    } catch (const std::exception& e) {
-      problems.push_back(std::string("the model state does not load into a bare model: ") + e.what());
-      m["bare_model_load"] = e.what();
-    }
-  }
-
-  // 2. Killed mid-save: the file at the path always loads.
-  {
-    const int trials = ctx.quick ? 20 : 50;
-    // Kill points spread over several saves' time, so they land before, in and between writes.
-    const auto t0 = std::chrono::steady_clock::now();
-    run->save_checkpoint(path);
-    const auto save_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::steady_clock::now() - t0).count();
-    m["save_duration_us"] = save_us;
-    std::mt19937 rng(static_cast<uint32_t>(ctx.seed));
-    std::uniform_int_distribution<int64_t> delay_us(0, 4 * save_us + 1000);
-    int loaded = 0, broken = 0, exited_early = 0;
-    std::string first_error;
-    int64_t completed_saves = 0;
-    for (int t = 0; t < trials; ++t) {
-      int fds[2];
-      if (pipe(fds) != 0) throw HarnessError("pipe failed");
-      pid_t pid = fork();
-      if (pid < 0) throw HarnessError("fork failed");
-      if (pid == 0) {  // child: save over and over until killed, one byte down the pipe per save
-        close(fds[0]);
-        at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
-        try {
-          for (;;) {
-            run->save_checkpoint(path);
-            if (write(fds[1], "s", 1) != 1) break;
-          }
-        } catch (...) {
-        }
-        _exit(3);
-      }
-      close(fds[1]);
-      std::this_thread::sleep_for(std::chrono::microseconds(delay_us(rng)));
-      kill(pid, SIGKILL);
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!WIFSIGNALED(status)) ++exited_early;  // the saving child stopped before the kill
-      char buf[256];
-      for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) completed_saves += n;
-      close(fds[0]);
-      Attempt a = try_load(ctx, path, saved);
-      if (!a.rejected && a.same_state) {
-        ++loaded;
-      } else {
-        ++broken;
-        if (first_error.empty()) first_error = a.rejected ? a.error : "loaded other state";
-        run->save_checkpoint(path);  // a good file for the next trial
-      }
-    }
-    m["kill_trials"] = trials;
-    m["kill_trials_loaded"] = loaded;
-    m["kill_trials_broken"] = broken;
-    m["kill_trials_child_exited_early"] = exited_early;
-    m["kill_trials_completed_saves"] = completed_saves;
-    if (completed_saves == 0 || exited_early > 0) {
-      throw HarnessError("the saving child processes completed " + std::to_string(completed_saves) +
-                         " saves and " + std::to_string(exited_early) +
-                         " stopped on their own: the kill trials prove nothing");
-    }
-    if (broken > 0) {
-      problems.push_back(std::to_string(broken) + " of " + std::to_string(trials) +
-                         " saves killed at a random point left a checkpoint that does not load: " + first_error);
-    }
-  }
-
-  // 3. Truncations and single-bit flips are rejected (or, for a flip in bytes nobody reads, load the
-  //    very same state); never a different state, and a rejected load leaves the model as it was.
-  {
-    const std::string good = read_bytes(path);
-    std::mt19937_64 rng(static_cast<uint64_t>(ctx.seed) * 31 + 7);
-    const std::string bad = scratch.file("bad.pt");
-    int rejected = 0, same = 0, different = 0, touched = 0;
-    const int truncations = 20, flips = 40;
-    for (int i = 0; i < truncations + flips; ++i) {
-      std::string bytes = good;
-      if (i < truncations) {
-        bytes.resize(std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng));
-      } else {
-        const size_t at = std::uniform_int_distribution<size_t>(0, good.size() - 1)(rng);
-        bytes[at] = static_cast<char>(bytes[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
-      }
-      write_bytes(bad, bytes);
-      Attempt a = try_load(ctx, bad, saved);
-      if (a.rejected) {
-        ++rejected;
-        if (!a.untouched) ++touched;
-      } else if (a.same_state) {
-        ++same;
-      } else {
-        ++different;
-      }
-      if (i < truncations && !a.rejected) ++different;  // a truncated file must never load
-    }
-    m["corruptions"] = truncations + flips;
-    m["corruptions_rejected"] = rejected;
-    m["corruptions_loaded_same_state"] = same;
-    m["corruptions_loaded_other_state"] = different;
-    m["rejected_loads_that_changed_the_model"] = touched;
-    if (different > 0) {
-      problems.push_back(std::to_string(different) + " truncated or bit-flipped files loaded silently");
-    }
-    if (touched > 0) problems.push_back(std::to_string(touched) + " rejected loads changed the model");
-  }
-
-  // 4. A pickle naming a code-running global: rejected, no side effect.
-  {
-    const std::string canary = scratch.file("canary");
-    const std::string evil = scratch.file("evil.pt");
-    // With a correct first line (hash and size recomputed), so that it reaches LibTorch's unpickler.
-    write_bytes(evil, ref::checkpoint_file_bytes(malicious_pickle(canary)));
-    Attempt a = try_load(ctx, evil, saved);
-    const bool ran = posix_fs::exists(canary);
-    m["malicious_pickle_rejected"] = a.rejected;
-    m["malicious_pickle_ran_code"] = ran;
-    if (!a.rejected || ran || !a.untouched) {
-      problems.push_back(std::string("a pickle calling posix.system was ") +
-                         (a.rejected ? "rejected" : "accepted") + (ran ? " and ran its command" : "") +
-                         (a.rejected && !a.untouched ? " after changing the model" : ""));
-    }
-    try {
-      const std::string evil_bytes = read_bytes(evil);
-      (void)torch::pickle_load(std::vector<char>(evil_bytes.begin(), evil_bytes.end()));
-      m["libtorch_pickle_load"] = "accepted";
-    } catch (const c10::Error& e) {
-      std::string w = e.what_without_backtrace();
-      m["libtorch_pickle_load"] = w.substr(0, w.find('\n'));
-    }
-  }
-
-  if (!problems.empty()) {
-    std::string ev = problems.front();
-    for (size_t i = 1; i < problems.size(); ++i) ev += "\n" + problems[i];
-    return CheckResult::fail(ev, m);
-  }
-  return CheckResult::pass("model state loads strictly into a bare model; " +
-                               std::to_string(m["kill_trials_loaded"].get<int>()) + "/" +
-                               std::to_string(m["kill_trials"].get<int>()) +
-                               " saves killed at random points left a loadable checkpoint; " +
-                               std::to_string(m["corruptions_rejected"].get<int>()) + "/" +
-                               std::to_string(m["corruptions"].get<int>()) +
-                               " truncated or bit-flipped files rejected (the rest loaded the same "
-                               "state), model untouched; a posix.system pickle rejected with no side effect",
-                           m);
+  Saved s{ctx.make_run(), scratch.file("ckpt.pt"), {}};
+  s.run->setup(run_options(ctx, ctx.seed));
+  for (int i = 0; i < 3; ++i) s.run->train_step();
+  s.run->save_checkpoint(s.path);
+  s.params = snapshot(s.run->parameters());
+  Findings f;
+  strict_bare_load(s, f);
+  atomic_save(ctx, s, f);
+  corrupt_files_rejected(ctx, s, scratch, f);
+  malicious_pickle_rejected(ctx, s, scratch, f);
+  return f.result();
 }
 
 }  // namespace
@@ -253,5 +276,7 @@ TC_CHECK(checkpoint_safety,
               "truncated or malicious files rejected with nothing loaded")
     ->Promise("strict_bare_load", "strict load into a bare model")
     ->Promise("atomic_save", "atomic save survives a kill mid-write")
-    ->Promise("bad_files_rejected", "corrupt, truncated or malicious files rejected with nothing loaded");
+    ->Promise("corrupt_files_rejected", "truncated or bit-flipped files rejected, never loaded as other state, "
+                                        "the model untouched")
+    ->Promise("malicious_pickle_rejected", "a pickle naming a code-running global rejected with no side effect");
 }  // namespace tc

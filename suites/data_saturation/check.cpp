@@ -30,6 +30,7 @@
 
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/loader_probe.h"
 #include "reference/loader_probe.h"
@@ -58,16 +59,11 @@ constexpr int64_t kWarmupSteps = 8;
 // that meets the bar.
 constexpr int kAttempts = 5;
 
-std::unique_ptr<Run> fresh(const CheckContext& ctx, LoaderProbe*& probe) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  probe = dynamic_cast<LoaderProbe*>(run.get());
-  if (!probe) {
-    throw SkipCell("recipe '" + ctx.recipe +
-                   "' does not implement tc::LoaderProbe (reference/loader_probe.h), so its "
-                   "loader cannot be measured apart from its step");
-  }
-  run->setup(run_options(ctx, ctx.seed));
-  return run;
+ProbedRun<LoaderProbe> fresh(const CheckContext& ctx) {
+  ProbedRun<LoaderProbe> r = fresh_run_with<LoaderProbe>(ctx, "tc::LoaderProbe (reference/loader_probe.h)",
+                                                         "its loader cannot be measured apart from its step");
+  r.run->setup(run_options(ctx, ctx.seed));
+  return r;
 }
 
 nlohmann::json stats_json(const DataWaitStats& s) {
@@ -189,26 +185,25 @@ std::string augmentation_problem(const std::vector<at::Tensor>& a, const std::ve
   return "";
 }
 
-CheckResult check_data_saturation(const CheckContext& ctx) {
-  nlohmann::json m = nlohmann::json::object();
-  std::vector<std::string> problems;
-  LoaderProbe* probe = nullptr;
-  std::unique_ptr<Run> run = fresh(ctx, probe);
-  const bool judged_pass = ctx.expected == Expected::kPass;
-
-  // 1. Worker seeding.
-  const int64_t aug_batches = 8;
-  {
-    LoaderProbe* probe_b = nullptr;
-    std::unique_ptr<Run> run_b = fresh(ctx, probe_b);
-    std::string p = augmentation_problem(probe->worker_augmentations(aug_batches),
-                                         probe_b->worker_augmentations(aug_batches));
-    m["augmentations_compared"] = aug_batches;
-    if (!p.empty()) problems.push_back(p);
+// 1. Worker seeding: the augmentations of two runs of the recipe.
+void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings& out) {
+  const int64_t batches = 8;
+  ProbedRun<LoaderProbe> other = fresh(ctx);
+  const std::string p = augmentation_problem(probe.worker_augmentations(batches),
+                                             other.probe->worker_augmentations(batches));
+  out.metrics()["augmentations_compared"] = batches;
+  if (!p.empty()) {
+    out.broken("worker_augmentations", p);
+  } else {
+    out.held("worker_augmentations", std::to_string(batches) +
+                                         " worker augmentations distinct within the epoch and equal across two runs");
   }
+}
 
-  // 2. Data wait with the recipe's own loader, against a device it must keep fed.
-  const Sizing s = size_augmentation(ctx, *probe);
+// 2. Data wait with the recipe's own loader, against a device it must keep fed: the best of up to
+// kAttempts measurements (contention only adds wait), stopping at the first under the bar.
+void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Findings& out) {
+  nlohmann::json& m = out.metrics();
   m["device_step_s"] = s.step_s;
   m["device"] = s.device ? "simulated (sleep)" : "real train step";
   m["augment_rounds"] = s.rounds;
@@ -225,7 +220,7 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   double best_delay = -1.0;
   for (int a = 0; a < kAttempts && best > kMaxWaitFraction; ++a) {
     const double d0 = run_queue_delay_s();
-    DataWaitStats st = measure(*probe, s, std::nullopt, steps);
+    DataWaitStats st = measure(probe, s, std::nullopt, steps);
     const double d1 = run_queue_delay_s();
     nlohmann::json aj = stats_json(st);
     const double delay = (d0 >= 0 && d1 >= 0) ? std::max(0.0, d1 - d0) : -1.0;
@@ -241,66 +236,76 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   m["wait_attempts"] = attempts;
   m["wait_fraction"] = best;
   m["samples_per_s"] = best_stats.samples_per_s();
+  const std::string batch_vs_step = format_double(s.batch_cost_s * 1e3, 3) + " ms";
   if (best > kMaxWaitFraction) {
-    problems.push_back("the step loop waited on data " + pct(best) + " of the time (best of " +
-                       std::to_string(attempts.size()) + ", bar " + pct(kMaxWaitFraction) +
-                       ") with batches costing " + format_double(s.batch_cost_s * 1e3, 3) + " ms against a " +
-                       format_double(s.step_s * 1e3, 3) + " ms step: the loader does not keep the device fed" +
-                       (best_delay > 0.1 * best_stats.wall_s
-                            ? " (in that attempt its threads also waited " + format_double(best_delay * 1e3, 3) +
-                                  " ms for a CPU; load average " + load_average() + " on " +
-                                  std::to_string(std::thread::hardware_concurrency()) + " cores)"
-                            : std::string()));
+    out.broken("data_wait",
+               "the step loop waited on data " + pct(best) + " of the time (best of " +
+                   std::to_string(attempts.size()) + ", bar " + pct(kMaxWaitFraction) + ") with batches costing " +
+                   batch_vs_step + " against a " + format_double(s.step_s * 1e3, 3) +
+                   " ms step: the loader does not keep the device fed" +
+                   (best_delay > 0.1 * best_stats.wall_s
+                        ? " (in that attempt its threads also waited " + format_double(best_delay * 1e3, 3) +
+                              " ms for a CPU; load average " + load_average() + " on " +
+                              std::to_string(std::thread::hardware_concurrency()) + " cores)"
+                        : std::string()));
+  } else {
+    out.held("data_wait", "data wait " + pct(best) + " of step time (bar " + pct(kMaxWaitFraction) + ", batch " +
+                              batch_vs_step + " vs step " + format_double(s.step_s * 1e3, 3) + " ms)");
   }
+}
 
-  // 3. The sweep, for correct recipes: the smallest (workers, prefetch) that saturates the device.
-  if (judged_pass) {
-    std::vector<int64_t> workers = {0, 1, 2, 4};
-    const int64_t dw = ref::default_workers(false);
-    if (std::find(workers.begin(), workers.end(), dw) == workers.end()) workers.push_back(dw);
-    nlohmann::json sweep = nlohmann::json::array();
-    nlohmann::json smallest = nullptr;
-    for (int64_t w : workers) {
-      for (int64_t pf : {1, 2, 4}) {
-        if (w == 0 && pf > 1) continue;  // no queue without workers
-        DataWaitStats st = measure(*probe, s, LoaderOptions{w, pf}, ctx.quick ? 16 : 24);
-        nlohmann::json row = stats_json(st);
-        row["workers"] = w;
-        row["prefetch"] = pf;
-        sweep.push_back(row);
-        if (smallest.is_null() && st.fraction() <= kMaxWaitFraction) {
-          smallest = {{"workers", w}, {"prefetch", pf}};
-        }
+// 3. Measured, not judged (correct recipes only): the smallest (workers, prefetch) that saturates
+// the device.
+void saturation_sweep(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, nlohmann::json& m) {
+  std::vector<int64_t> workers = {0, 1, 2, 4};
+  const int64_t dw = ref::default_workers(false);
+  if (std::find(workers.begin(), workers.end(), dw) == workers.end()) workers.push_back(dw);
+  nlohmann::json sweep = nlohmann::json::array();
+  nlohmann::json smallest = nullptr;
+  for (int64_t w : workers) {
+    for (int64_t pf : {1, 2, 4}) {
+      if (w == 0 && pf > 1) continue;  // no queue without workers
+      DataWaitStats st = measure(probe, s, LoaderOptions{w, pf}, ctx.quick ? 16 : 24);
+      nlohmann::json row = stats_json(st);
+      row["workers"] = w;
+      row["prefetch"] = pf;
+      sweep.push_back(row);
+      if (smallest.is_null() && st.fraction() <= kMaxWaitFraction) {
+        smallest = {{"workers", w}, {"prefetch", pf}};
       }
     }
-    m["sweep"] = sweep;
-    m["smallest_saturating"] = smallest;
   }
+  m["sweep"] = sweep;
+  m["smallest_saturating"] = smallest;
+}
 
-  // 4. On CUDA, the copy must not hold the host: an asynchronous call returns after the launch
-  // (microseconds), a synchronous one after the transfer; half the total splits them widely.
-  if (ctx.device == "cuda") {
-    tc::CopyTiming t = probe->time_host_to_device_copy(int64_t{64} << 20);
-    m["copy_call_s"] = t.call_s;
-    m["copy_total_s"] = t.total_s;
-    m["copy_pinned"] = t.pinned;
-    if (!(t.call_s < 0.5 * t.total_s)) {
-      problems.push_back("the host-to-device copy of a 64 MiB " + std::string(t.pinned ? "pinned" : "pageable") +
-                         " batch held the host " + format_double(t.call_s * 1e3, 3) + " ms of " +
-                         format_double(t.total_s * 1e3, 3) + " ms: the copy is synchronous");
-    }
+// 4. On CUDA, the copy must not hold the host: an asynchronous call returns after the launch
+// (microseconds), a synchronous one after the transfer; half the total splits them widely.
+void async_copy(LoaderProbe& probe, Findings& out) {
+  nlohmann::json& m = out.metrics();
+  tc::CopyTiming t = probe.time_host_to_device_copy(int64_t{64} << 20);
+  m["copy_call_s"] = t.call_s;
+  m["copy_total_s"] = t.total_s;
+  m["copy_pinned"] = t.pinned;
+  const std::string what = "the host-to-device copy of a 64 MiB " + std::string(t.pinned ? "pinned" : "pageable") +
+                           " batch held the host " + format_double(t.call_s * 1e3, 3) + " ms of " +
+                           format_double(t.total_s * 1e3, 3) + " ms";
+  if (!(t.call_s < 0.5 * t.total_s)) {
+    out.broken("async_copy", what + ": the copy is synchronous");
+  } else {
+    out.held("async_copy", what + ": the copy is asynchronous");
   }
+}
 
-  if (!problems.empty()) {
-    std::string e = problems.front();
-    for (size_t i = 1; i < problems.size(); ++i) e += "; " + problems[i];
-    return CheckResult::fail(e, m);
-  }
-  return CheckResult::pass("data wait " + pct(best) + " of step time (bar " + pct(kMaxWaitFraction) +
-                               ", batch " + format_double(s.batch_cost_s * 1e3, 3) + " ms vs step " +
-                               format_double(s.step_s * 1e3, 3) + " ms); " + std::to_string(aug_batches) +
-                               " worker augmentations distinct within the epoch and equal across two runs",
-                           m);
+CheckResult check_data_saturation(const CheckContext& ctx) {
+  ProbedRun<LoaderProbe> r = fresh(ctx);
+  Findings f;
+  worker_augmentations(ctx, *r.probe, f);
+  const Sizing s = size_augmentation(ctx, *r.probe);
+  data_wait(ctx, *r.probe, s, f);
+  if (ctx.expected == Expected::kPass) saturation_sweep(ctx, *r.probe, s, f.metrics());
+  if (ctx.device == "cuda") async_copy(*r.probe, f);
+  return f.result();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // other algorithms than the CPU kernels).
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -51,39 +52,50 @@ DeviceRun run_on(const CheckContext& ctx, const std::string& device) {
   return r;
 }
 
-CheckResult check_device_agnostic(const CheckContext& ctx) {
+// Trains and evaluates on every device of the matrix; returns the runs (for the comparison below).
+std::map<std::string, DeviceRun> runs_on_every_device(const CheckContext& ctx, Findings& out) {
   std::vector<std::string> devices = {ctx.device};
   if (ctx.device != "cpu") devices.push_back("cpu");
   if (ctx.device != "cuda" && ctx.cuda_present) devices.push_back("cuda");
+  out.metrics()["devices"] = devices;
   std::map<std::string, DeviceRun> runs;
-  std::vector<std::string> problems;
+  std::string problems;
   for (const auto& d : devices) {
     runs[d] = run_on(ctx, d);
-    if (!runs[d].problem.empty()) problems.push_back(runs[d].problem);
-  }
-  nlohmann::json m = {{"devices", devices}};
-  if (problems.empty() && runs.count("cpu") && runs.count("cuda")) {
-    const at::Tensor& a = runs["cpu"].initial_output;
-    const at::Tensor& b = runs["cuda"].initial_output;
-    m["cpu_cuda_max_abs_diff"] = max_abs_diff(a, b);
-    if (!torch::allclose(a, b, 1e-3, 1e-4)) {
-      problems.push_back("CPU and CUDA outputs from the same initial weights differ beyond rtol 1e-3 / "
-                         "atol 1e-4 (max |diff| " + format_double(max_abs_diff(a, b), 3) + ")");
-    }
+    if (!runs[d].problem.empty()) problems += (problems.empty() ? "" : "; ") + runs[d].problem;
   }
   if (!problems.empty()) {
-    std::string ev = problems.front();
-    for (size_t i = 1; i < problems.size(); ++i) ev += "\n" + problems[i];
-    return CheckResult::fail(ev, m);
-  }
-  std::string ev = "trained and evaluated on " + nlohmann::json(devices).dump() +
-                   " with every parameter, buffer, optimizer state and output on the resolved device";
-  if (m.contains("cpu_cuda_max_abs_diff")) {
-    ev += "; CPU vs CUDA outputs max |diff| " + format_double(m["cpu_cuda_max_abs_diff"].get<double>(), 3);
+    out.broken("runs_on_every_device",
+               problems + (runs.count("cpu") && runs.count("cuda") ? " (so CPU vs CUDA was not compared)" : ""));
   } else {
-    ev += "; no CUDA device here, so CPU vs CUDA was not compared";
+    out.held("runs_on_every_device", "trained and evaluated on " + nlohmann::json(devices).dump() +
+                                         " with every parameter, buffer, optimizer state and output on the "
+                                         "resolved device" +
+                                         (runs.count("cuda") ? "" : "; no CUDA device here, so CPU vs CUDA was not compared"));
   }
-  return CheckResult::pass(ev, m);
+  return runs;
+}
+
+// Same initial weights on CPU and CUDA: outputs within rtol 1e-3 / atol 1e-4.
+void cpu_cuda_tolerance(std::map<std::string, DeviceRun>& runs, Findings& out) {
+  const at::Tensor& a = runs["cpu"].initial_output;
+  const at::Tensor& b = runs["cuda"].initial_output;
+  const double diff = max_abs_diff(a, b);
+  out.metrics()["cpu_cuda_max_abs_diff"] = diff;
+  if (!torch::allclose(a, b, 1e-3, 1e-4)) {
+    out.broken("cpu_cuda_tolerance", "CPU and CUDA outputs from the same initial weights differ beyond rtol 1e-3 / "
+                                     "atol 1e-4 (max |diff| " + format_double(diff, 3) + ")");
+  } else {
+    out.held("cpu_cuda_tolerance", "CPU vs CUDA outputs max |diff| " + format_double(diff, 3));
+  }
+}
+
+CheckResult check_device_agnostic(const CheckContext& ctx) {
+  Findings f;
+  std::map<std::string, DeviceRun> runs = runs_on_every_device(ctx, f);
+  // Compared where both ran through (a failed run may have no output to compare).
+  if (!f.any_broken() && runs.count("cpu") && runs.count("cuda")) cpu_cuda_tolerance(runs, f);
+  return f.result();
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include <torch/torch.h>
 
 #include "harness/util/posix_fs.h"
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
 #include "reference/distributed_run.h"
@@ -44,11 +45,6 @@ constexpr double kGradRelTolerance = 1e-4;
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-std::string not_provided(const std::string& recipe) {
-  return "recipe '" + recipe + "' does not implement tc::DistributedProvider "
-         "(reference/distributed_run.h), so its data-parallel training cannot be checked";
 }
 
 std::string digest(const NamedTensors& tensors) {
@@ -203,49 +199,66 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return s;
 }
 
-// Rank 0: the records of every rank -> the verdict.
-CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, const std::string& label) {
-  std::vector<std::string> problems;
-  json m = {{"world_size", world}, {"device_label", label}};
-  const json& r0 = ranks[0];
-  const int n_runs = static_cast<int>(r0.size());
+// What every rank recorded, as rank 0 judges it: ranks[r][run] is rank r's record of run `run`.
+struct Records {
+  const std::vector<json>& ranks;
+  int world = 0;
+  bool one_host = false;  // every rank on this host: save's return can be timed against the file
+  const json& r0() const { return ranks[0]; }
+  int runs() const { return static_cast<int>(ranks[0].size()); }
+};
 
-  // 1. Gradients.
-  const json& g = r0[0]["gradients"];
-  m["grad_max_rel_diff"] = g["max_rel_diff"];
-  m["grad_tolerance_rel"] = kGradRelTolerance;
+// 1. Step-0 gradients after all-reduce against one process on the whole batch.
+void ddp_gradients(const Records& rec, Findings& out) {
+  const json& g = rec.r0()[0]["gradients"];
+  out.metrics()["grad_max_rel_diff"] = g["max_rel_diff"];
+  out.metrics()["grad_tolerance_rel"] = kGradRelTolerance;
   if (!(g["max_rel_diff"].get<double>() <= kGradRelTolerance)) {
-    problems.push_back("step-0 gradients differ from one process on the whole batch of " +
-                       std::to_string(g["batch"].get<int64_t>()) + ": max |diff| " +
-                       format_double(g["max_rel_diff"].get<double>(), 3) + " of the largest |gradient| (" +
-                       g["where"].get<std::string>() + "), tolerance " + format_double(kGradRelTolerance, 1));
+    out.broken("ddp_gradients", "step-0 gradients differ from one process on the whole batch of " +
+                                    std::to_string(g["batch"].get<int64_t>()) + ": max |diff| " +
+                                    format_double(g["max_rel_diff"].get<double>(), 3) + " of the largest |gradient| (" +
+                                    g["where"].get<std::string>() + "), tolerance " +
+                                    format_double(kGradRelTolerance, 1));
+  } else {
+    out.held("ddp_gradients", "step-0 gradients equal one process on the whole batch (max |diff| " +
+                                  format_double(g["max_rel_diff"].get<double>(), 2) +
+                                  " of the largest |gradient|, tolerance " + format_double(kGradRelTolerance, 1) + ")");
   }
+}
 
-  // 2. Replicas identical after every step.
-  int diverged_step = -1;
-  for (int k = 0; k < n_runs && diverged_step < 0; ++k) {
-    for (size_t s = 0; s < r0[k]["steps"].size() && diverged_step < 0; ++s) {
-      for (int r = 1; r < world; ++r) {
-        if (ranks[r][k]["steps"][s]["params"] != r0[k]["steps"][s]["params"]) {
-          diverged_step = static_cast<int>(s);
-          problems.push_back("replicas differ after step " + std::to_string(s) + " (rank " + std::to_string(r) +
-                             "'s parameters are not rank 0's)");
-          break;
+// 2. Every rank's parameters bitwise rank 0's after every step.
+void replicas_identical(const Records& rec, Findings& out) {
+  const json& r0 = rec.r0();
+  for (int k = 0; k < rec.runs(); ++k) {
+    for (size_t s = 0; s < r0[k]["steps"].size(); ++s) {
+      for (int r = 1; r < rec.world; ++r) {
+        if (rec.ranks[r][k]["steps"][s]["params"] != r0[k]["steps"][s]["params"]) {
+          out.metrics()["replicas_identical_every_step"] = false;
+          out.broken("replicas_identical", "replicas differ after step " + std::to_string(s) + " (rank " +
+                                               std::to_string(r) + "'s parameters are not rank 0's)");
+          return;
         }
       }
     }
   }
-  m["replicas_identical_every_step"] = diverged_step < 0;
+  out.metrics()["replicas_identical_every_step"] = true;
+  out.held("replicas_identical", "replicas bitwise identical after every step");
+}
 
-  // 3. Sampler: each epoch once per sample across ranks; order changes with the epoch; repeats.
+// 3. Each epoch every sample once across ranks; the order changes with the epoch and repeats with
+// the seed (the second run).
+void sampler(const Records& rec, Findings& out) {
+  const json& r0 = rec.r0();
+  const int n_runs = rec.runs();
+  std::vector<std::string> problems;
   std::vector<std::vector<std::vector<int64_t>>> order(n_runs);  // [run][epoch] global order
   for (int k = 0; k < n_runs; ++k) {
     const int64_t spe = r0[k]["steps_per_epoch"].get<int64_t>();
     order[k].resize(kEpochs);
     for (size_t s = 0; s < r0[k]["steps"].size(); ++s) {
       const int64_t e = static_cast<int64_t>(s) / spe;
-      for (int r = 0; r < world; ++r) {
-        for (int64_t i : ranks[r][k]["steps"][s]["samples"]) order[k][e].push_back(i);
+      for (int r = 0; r < rec.world; ++r) {
+        for (int64_t i : rec.ranks[r][k]["steps"][s]["samples"]) order[k][e].push_back(i);
       }
     }
   }
@@ -266,17 +279,25 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
     }
   }
   const bool order_changes = order[0][0] != order[0][1];
-  m["order_changes_with_epoch"] = order_changes;
+  out.metrics()["order_changes_with_epoch"] = order_changes;
   if (!order_changes) problems.push_back("epoch 1 saw the samples in the same order as epoch 0 (set_epoch not called?)");
   const bool repeats = n_runs > 1 && order[0] == order[1];
-  m["order_repeats_across_runs"] = repeats;
+  out.metrics()["order_repeats_across_runs"] = repeats;
   if (!repeats) problems.push_back("a second run from the same seed saw the samples in another order");
-  m["final_params_repeat_across_runs"] = n_runs > 1 && r0[0]["final_params"] == r0[1]["final_params"];
+  out.metrics()["final_params_repeat_across_runs"] = n_runs > 1 && r0[0]["final_params"] == r0[1]["final_params"];
+  if (!problems.empty()) {
+    out.broken("sampler", join(problems, "; "));
+  } else {
+    out.held("sampler", "each epoch saw every sample once across ranks, in a new order, repeated by a second run");
+  }
+}
 
-  // 4. Only one writer per save and report; 5. loads after save on every rank.
-  int max_writes = 0, files_written = 0, bad_loads = 0, early_returns = 0;
-  std::string first_bad_load, first_multi;
-  for (int k = 0; k < n_runs; ++k) {
+// 4. Each save and the report: every file written once (rank 0's inotify counts), not once per rank.
+void rank0_writes(const Records& rec, Findings& out) {
+  const json& r0 = rec.r0();
+  int max_writes = 0, files_written = 0;
+  std::string first_multi;
+  for (int k = 0; k < rec.runs(); ++k) {
     std::vector<json> windows(r0[k]["saves"].begin(), r0[k]["saves"].end());
     windows.push_back(r0[k]["report"]);
     for (size_t w = 0; w < windows.size(); ++w) {
@@ -285,14 +306,33 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
         if (n.get<int>() > max_writes) max_writes = n.get<int>();
         if (n.get<int>() > 1 && first_multi.empty()) {
           first_multi = "'" + name + "' was written " + std::to_string(n.get<int>()) + " times in one " +
-                        (w + 1 == windows.size() ? "report" : "save") + " by " + std::to_string(world) + " ranks";
+                        (w + 1 == windows.size() ? "report" : "save") + " by " + std::to_string(rec.world) + " ranks";
         }
       }
     }
+  }
+  out.metrics()["max_writes_of_a_file_per_save"] = max_writes;
+  std::vector<std::string> problems;
+  if (files_written == 0) problems.push_back("no checkpoint or report was written");
+  if (max_writes > 1) problems.push_back("every rank writes: " + first_multi);
+  if (!problems.empty()) {
+    out.broken("rank0_writes", join(problems, "; "));
+  } else {
+    out.held("rank0_writes", "each save and report written once");
+  }
+}
+
+// 5. When save returns, every rank loads the checkpoint's model into a bare model and finds its own
+// parameters; on one host, no rank returned before the file was renamed in.
+void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
+  const json& r0 = rec.r0();
+  int bad_loads = 0, early_returns = 0;
+  std::string first_bad_load;
+  for (int k = 0; k < rec.runs(); ++k) {
     for (size_t w = 0; w < r0[k]["saves"].size(); ++w) {
       const json& rank0_save = r0[k]["saves"][w];
-      for (int r = 0; r < world; ++r) {
-        const json& o = ranks[r][k]["saves"][w];
+      for (int r = 0; r < rec.world; ++r) {
+        const json& o = rec.ranks[r][k]["saves"][w];
         if (o["load"] != "ok") {
           ++bad_loads;
           if (first_bad_load.empty()) {
@@ -300,7 +340,7 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
                              o["load"].get<std::string>();
           }
         }
-        if (one_host && rank0_save.contains("ctime_ns") &&
+        if (rec.one_host && rank0_save.contains("ctime_ns") &&
             o["returned_ns"].get<int64_t>() < rank0_save["ctime_ns"].get<int64_t>()) {
           ++early_returns;
           if (first_bad_load.empty()) {
@@ -312,23 +352,27 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
       }
     }
   }
-  m["max_writes_of_a_file_per_save"] = max_writes;
-  m["loads_after_save_failed"] = bad_loads;
-  m["saves_returned_before_file_in_place"] = early_returns;
-  if (files_written == 0) problems.push_back("no checkpoint or report was written");
-  if (max_writes > 1) problems.push_back("every rank writes: " + first_multi);
+  out.metrics()["loads_after_save_failed"] = bad_loads;
+  out.metrics()["saves_returned_before_file_in_place"] = early_returns;
   if (bad_loads || early_returns) {
-    problems.push_back("the checkpoint was not there for every rank when save returned: " + first_bad_load);
+    out.broken("checkpoint_loads_unwrapped",
+               "the checkpoint was not there for every rank when save returned: " + first_bad_load);
+  } else {
+    out.held("checkpoint_loads_unwrapped", "every rank loaded each checkpoint into a bare model right after save");
   }
+}
 
-  if (!problems.empty()) return CheckResult::fail(label + ": " + join(problems, "\n"), m);
-  return CheckResult::pass(
-      label + ": step-0 gradients equal one process on the whole batch (max |diff| " +
-          format_double(g["max_rel_diff"].get<double>(), 2) + " of the largest |gradient|, tolerance " +
-          format_double(kGradRelTolerance, 1) + "); replicas bitwise identical after every step; each "
-          "epoch saw every sample once across ranks, in a new order, repeated by a second run; each save "
-          "and report written once; every rank loaded each checkpoint into a bare model right after save",
-      m);
+// Rank 0: the records of every rank -> the verdict.
+CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, const std::string& label) {
+  const Records rec{ranks, world, one_host};
+  Findings f;
+  f.metrics() = {{"world_size", world}, {"device_label", label}};
+  ddp_gradients(rec, f);
+  replicas_identical(rec, f);
+  sampler(rec, f);
+  rank0_writes(rec, f);
+  checkpoint_loads_unwrapped(rec, f);
+  return f.result(label + ":");
 }
 
 // A broken DDP practice shows between ranks: with one rank (one GPU) its cell is skipped (the
@@ -340,15 +384,16 @@ void skip_variant_in_world_of_one(const CheckContext& ctx, int world, const std:
   }
 }
 
-void require_provider(const CheckContext& ctx) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  if (dynamic_cast<tc::DistributedProvider*>(run.get()) == nullptr) throw SkipCell(not_provided(ctx.recipe));
+ProbedRun<tc::DistributedProvider> provider_of(const CheckContext& ctx) {
+  return fresh_run_with<tc::DistributedProvider>(ctx, "tc::DistributedProvider (reference/distributed_run.h)",
+                                                 "its data-parallel training cannot be checked");
 }
 
+void require_provider(const CheckContext& ctx) { provider_of(ctx); }
+
 CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  const auto* provider = dynamic_cast<const tc::DistributedProvider*>(run.get());
-  if (provider == nullptr) throw SkipCell(not_provided(ctx.recipe));
+  const ProbedRun<tc::DistributedProvider> r = provider_of(ctx);
+  const tc::DistributedProvider* provider = r.probe;
   skip_variant_in_world_of_one(ctx, env.world_size,
                                std::string(ctx.device == "cuda" ? "cuda" : "cpu") + "\u00d71");
   const bool cuda = ctx.device == "cuda";

@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include "suites/support/peak_memory.h"
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -41,18 +42,7 @@ Pass forward_backward(const CheckContext& ctx, bool recompute) {
   return p;
 }
 
-CheckResult check_grad_checkpointing(const CheckContext& ctx) {
-  const Pass plain = forward_backward(ctx, false);
-  const Pass recomputed = forward_backward(ctx, true);
-  const double ratio =
-      static_cast<double>(recomputed.retained) / static_cast<double>(std::max<int64_t>(plain.retained, 1));
-  nlohmann::json m = {{"activation_bytes_plain", plain.retained},
-                      {"activation_bytes_recompute", recomputed.retained},
-                      {"activation_ratio", ratio},
-                      {"step_peak_bytes_plain", plain.peak},
-                      {"step_peak_bytes_recompute", recomputed.peak},
-                      {"memory_method", plain.method}};
-  std::vector<std::string> problems;
+void gradients_equal(const Pass& plain, const Pass& recomputed, Findings& out) {
   std::string missing;
   for (size_t i = 0; i < plain.grads.size(); ++i) {
     if (plain.grads[i].second.defined() && !recomputed.grads[i].second.defined()) {
@@ -60,31 +50,48 @@ CheckResult check_grad_checkpointing(const CheckContext& ctx) {
     }
   }
   if (!missing.empty()) {
-    problems.push_back("with recomputation these parameters got no gradient (the input did not require "
-                       "one): " + missing);
+    out.broken("gradients_equal", "with recomputation these parameters got no gradient (the input did not "
+                                  "require one): " + missing);
   } else if (auto d = first_tensor_difference(plain.grads, recomputed.grads)) {
-    problems.push_back("gradient of '" + d->name + "' differs from plain backprop (max |diff| " +
-                       format_double(d->max_abs_diff, 3) + ")" + d->detail);
+    out.broken("gradients_equal", "gradient of '" + d->name + "' differs from plain backprop (max |diff| " +
+                                      format_double(d->max_abs_diff, 3) + ")" + d->detail);
+  } else {
+    out.held("gradients_equal", "gradients of " + std::to_string(plain.grads.size()) +
+                                    " parameters bitwise equal to plain backprop");
   }
+}
+
+// Activation memory kept from the end of the forward to the backward: at least 10% lower.
+void peak_memory_lower(const Pass& plain, const Pass& recomputed, Findings& out) {
+  const double ratio =
+      static_cast<double>(recomputed.retained) / static_cast<double>(std::max<int64_t>(plain.retained, 1));
+  nlohmann::json& m = out.metrics();
+  m["activation_bytes_plain"] = plain.retained;
+  m["activation_bytes_recompute"] = recomputed.retained;
+  m["activation_ratio"] = ratio;
+  m["step_peak_bytes_plain"] = plain.peak;
+  m["step_peak_bytes_recompute"] = recomputed.peak;
+  m["memory_method"] = plain.method;
+  const std::string bytes = std::to_string(recomputed.retained) + " vs " + std::to_string(plain.retained) + " bytes";
   if (ratio > 0.9) {
-    problems.push_back("activation memory kept for backward with recomputation is " +
-                       format_double(ratio * 100, 3) + "% of plain backprop's (" +
-                       std::to_string(recomputed.retained) + " vs " + std::to_string(plain.retained) +
-                       " bytes), not at least 10% lower");
+    out.broken("peak_memory_lower", "activation memory kept for backward with recomputation is " +
+                                        format_double(ratio * 100, 3) + "% of plain backprop's (" + bytes +
+                                        "), not at least 10% lower");
+  } else {
+    out.held("peak_memory_lower", "activation memory kept for backward " + bytes + " (" +
+                                      format_double(ratio * 100, 3) + "%); step peak " +
+                                      std::to_string(recomputed.peak) + " vs " + std::to_string(plain.peak) +
+                                      " bytes (reported, not judged); measured by " + plain.method);
   }
-  if (!problems.empty()) {
-    std::string ev = "forward + backward, recomputation vs plain:";
-    for (const auto& p : problems) ev += "\n- " + p;
-    return CheckResult::fail(ev, m);
-  }
-  return CheckResult::pass("gradients of " + std::to_string(plain.grads.size()) +
-                               " parameters bitwise equal to plain backprop; activation memory kept "
-                               "for backward " + std::to_string(recomputed.retained) + " vs " +
-                               std::to_string(plain.retained) + " bytes (" + format_double(ratio * 100, 3) +
-                               "%); step peak " + std::to_string(recomputed.peak) + " vs " +
-                               std::to_string(plain.peak) + " bytes (reported, not judged); measured by " +
-                               plain.method,
-                           m);
+}
+
+CheckResult check_grad_checkpointing(const CheckContext& ctx) {
+  const Pass plain = forward_backward(ctx, false);
+  const Pass recomputed = forward_backward(ctx, true);
+  Findings f;
+  gradients_equal(plain, recomputed, f);
+  peak_memory_lower(plain, recomputed, f);
+  return f.result("forward + backward, recomputation vs plain:");
 }
 
 }  // namespace

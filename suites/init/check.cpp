@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -66,15 +67,17 @@ std::string judge(const InitSpec& spec, const at::Tensor& t) {
   return "unknown distribution kind";
 }
 
-CheckResult check_init(const CheckContext& ctx) {
-  std::unique_ptr<Run> a = ctx.make_run();
-  a->setup(run_options(ctx, ctx.seed));
-  const std::vector<InitSpec> specs = a->declared_init();
-  const NamedTensors pa = snapshot(a->parameters());
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "; " : "") + v[i];
+  return s;
+}
 
+// Every parameter against the distribution the recipe declares for it.
+void declared_init(const std::vector<InitSpec>& specs, const NamedTensors& params, Findings& out) {
   std::vector<std::string> problems;
   nlohmann::json per = nlohmann::json::object();
-  for (const auto& [name, t] : pa) {
+  for (const auto& [name, t] : params) {
     auto it = std::find_if(specs.begin(), specs.end(), [&](const InitSpec& s) { return s.parameter == name; });
     if (it == specs.end()) {
       problems.push_back("'" + name + "' has no declared initialisation");
@@ -85,7 +88,19 @@ CheckResult check_init(const CheckContext& ctx) {
     std::string p = judge(*it, t);
     if (!p.empty()) problems.push_back("'" + name + "': " + p);
   }
+  out.metrics() = {{"parameters", per}, {"sigmas", 5}};
+  if (!problems.empty()) {
+    out.broken("declared_init", "initial parameters against the declared initialisation: " + joined(problems));
+  } else {
+    out.held("declared_init", std::to_string(params.size()) +
+                                  " parameters follow their declared initialisation (mean, std, kurtosis "
+                                  "within 5 standard errors; constants exact)");
+  }
+}
 
+// The same seed twice gives the same weights; the next seed other weights.
+void init_reproducible(const CheckContext& ctx, const NamedTensors& pa, Findings& out) {
+  std::vector<std::string> problems;
   std::unique_ptr<Run> b = ctx.make_run();
   b->setup(run_options(ctx, ctx.seed));
   if (auto d = first_tensor_difference(pa, snapshot(b->parameters()))) {
@@ -97,16 +112,23 @@ CheckResult check_init(const CheckContext& ctx) {
     problems.push_back("seeds " + std::to_string(ctx.seed) + " and " + std::to_string(ctx.seed + 1) +
                        " give identical initial weights");
   }
-  nlohmann::json m = {{"parameters", per}, {"sigmas", 5}};
   if (!problems.empty()) {
-    std::string ev = "initial parameters against the declared initialisation:";
-    for (const auto& p : problems) ev += "\n- " + p;
-    return CheckResult::fail(ev, m);
+    out.broken("init_reproducible", joined(problems));
+  } else {
+    out.held("init_reproducible", "initialisation reproducible under the seed (seed " + std::to_string(ctx.seed) +
+                                      " twice: equal; seed " + std::to_string(ctx.seed + 1) + ": other weights)");
   }
-  return CheckResult::pass(std::to_string(pa.size()) +
-                               " parameters follow their declared initialisation (mean, std, kurtosis "
-                               "within 5 standard errors; constants exact), reproducibly under the seed",
-                           m);
+}
+
+CheckResult check_init(const CheckContext& ctx) {
+  std::unique_ptr<Run> a = ctx.make_run();
+  a->setup(run_options(ctx, ctx.seed));
+  const std::vector<InitSpec> specs = a->declared_init();
+  const NamedTensors pa = snapshot(a->parameters());
+  Findings f;
+  declared_init(specs, pa, f);
+  init_reproducible(ctx, pa, f);
+  return f.result();
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/amp_probe.h"
 
@@ -89,35 +90,56 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   return o;
 }
 
-CheckResult check_resume_equality(const CheckContext& ctx) {
-  Scenario plain = resume_scenario(ctx, nullptr);
-  nlohmann::json m = plain.metrics;
-  std::string ev = plain.summary;
-  for (const auto& p : plain.problems) ev += "\n- " + p;
-  if (!plain.problems.empty()) return CheckResult::fail(ev, m);
+std::string problems_text(const Scenario& s) {
+  std::string t;
+  for (size_t i = 0; i < s.problems.size(); ++i) t += (i ? "; " : " ") + s.problems[i];
+  return t;
+}
 
-  // Again with mixed precision, where the recipe can be switched to it: fp16 autocast, the dtype a
-  // GradScaler exists for, so the scaler's scale and growth tracker are part of what must resume.
-  {
-    std::unique_ptr<Run> r = ctx.make_run();
-    if (!dynamic_cast<tc::AmpProbe*>(r.get())) {
-      return CheckResult::pass(ev + "\n(no AMP pass: the recipe does not implement tc::AmpProbe)", m);
-    }
+bool implements_amp(const CheckContext& ctx) {
+  std::unique_ptr<Run> r = ctx.make_run();
+  return dynamic_cast<tc::AmpProbe*>(r.get()) != nullptr;
+}
+
+// fp32: the plain resume. Returns whether it held.
+bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out) {
+  Scenario plain = resume_scenario(ctx, nullptr);
+  out.metrics() = plain.metrics;
+  if (!plain.problems.empty()) {
+    out.broken("resume_bitwise", plain.summary + problems_text(plain) +
+                                     (amp_next ? " (the fp16 pass not run: the fp32 resume already differs)" : ""));
+    return false;
   }
+  out.held("resume_bitwise",
+           plain.summary + (amp_next ? "" : "\n(no AMP pass: the recipe does not implement tc::AmpProbe)"));
+  return true;
+}
+
+// Again with mixed precision: fp16 autocast, the dtype a GradScaler exists for, so the scaler's
+// scale and growth tracker are part of what must resume.
+void resume_bitwise_amp(const CheckContext& ctx, Findings& out) {
   tc::AmpOptions amp;
   amp.dtype = c10::kHalf;
   Scenario mixed = resume_scenario(ctx, &amp);
-  ev += "\nwith fp16 autocast + GradScaler: " + mixed.summary;
-  for (const auto& p : mixed.problems) ev += "\n- " + p;
+  const std::string what = "with fp16 autocast + GradScaler: " + mixed.summary;
   if (!mixed.problems.empty()) {
     // The curves that diverged on top (the report draws loss_curve_straight/_resumed).
     nlohmann::json f = mixed.metrics;
     f["amp"] = "fp16";
-    f["fp32_pass"] = m;
-    return CheckResult::fail(ev, f);
+    f["fp32_pass"] = out.metrics();
+    out.metrics() = f;
+    out.broken("resume_bitwise_amp", what + problems_text(mixed));
+  } else {
+    out.metrics()["amp_fp16"] = mixed.metrics;
+    out.held("resume_bitwise_amp", what);
   }
-  m["amp_fp16"] = mixed.metrics;
-  return CheckResult::pass(ev, m);
+}
+
+CheckResult check_resume_equality(const CheckContext& ctx) {
+  Findings f;
+  const bool amp = implements_amp(ctx);
+  if (resume_bitwise(ctx, amp, f) && amp) resume_bitwise_amp(ctx, f);
+  return f.result();
 }
 
 }  // namespace
@@ -127,5 +149,7 @@ namespace tc {
 TC_CHECK(resume_equality,
          "N steps straight equal k steps + save + fresh objects + load + N-k steps "
               "(k mid-epoch): losses, parameters, optimizer state bitwise")
-    ->Promise("resume_bitwise", "N steps straight equal k steps + save + fresh objects + load + N-k steps (k mid-epoch): losses, parameters, optimizer state bitwise");
+    ->Promise("resume_bitwise", "N steps straight equal k steps + save + fresh objects + load + N-k steps (k mid-epoch): losses, parameters, optimizer state bitwise")
+    ->Promise("resume_bitwise_amp", "the same with fp16 autocast + GradScaler, the scaler's scale and growth tracker "
+                                    "included (recipes that implement tc::AmpProbe)");
 }  // namespace tc

@@ -3,6 +3,7 @@
 // differently: rtol 1e-5, atol 1e-6).
 #include <torch/torch.h>
 
+#include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -17,24 +18,27 @@ CheckResult check_shapes(const CheckContext& ctx) {
   const at::Tensor xc = x.contiguous(at::MemoryFormat::ChannelsLast);
   if (xc.is_contiguous()) throw HarnessError("channels_last copy of the input is still contiguous");
   const at::Tensor y = run->predict(x).cpu();
+  Findings f;
+  f.metrics()["input_strides"] = xc.strides().vec();
   at::Tensor yc;
   try {
     yc = run->predict(xc).cpu();
   } catch (const c10::Error& e) {
-    return CheckResult::fail(std::string("forward on a channels_last (non-contiguous) input failed: ") +
-                                 e.what_without_backtrace(),
-                             {{"input_strides", xc.strides().vec()}});
+    f.broken("non_contiguous_input", std::string("forward on a channels_last (non-contiguous) input failed: ") +
+                                         e.what_without_backtrace());
+    return f.result();
   }
   const double diff = max_abs_diff(y, yc);
-  nlohmann::json m = {{"max_abs_diff", diff}, {"input_strides", xc.strides().vec()}};
+  f.metrics()["max_abs_diff"] = diff;
   if (!torch::allclose(y, yc, 1e-5, 1e-6)) {
-    return CheckResult::fail("channels_last and contiguous inputs give different outputs (max |diff| " +
-                                 format_double(diff, 3) + ", beyond rtol 1e-5 / atol 1e-6)",
-                             m);
+    f.broken("non_contiguous_input", "channels_last and contiguous inputs give different outputs (max |diff| " +
+                                         format_double(diff, 3) + ", beyond rtol 1e-5 / atol 1e-6)");
+  } else {
+    f.held("non_contiguous_input", "forward on channels_last input (strides " +
+                                       nlohmann::json(xc.strides().vec()).dump() +
+                                       ") matches the contiguous one (max |diff| " + format_double(diff, 3) + ")");
   }
-  return CheckResult::pass("forward on channels_last input (strides " + nlohmann::json(xc.strides().vec()).dump() +
-                               ") matches the contiguous one (max |diff| " + format_double(diff, 3) + ")",
-                           m);
+  return f.result();
 }
 
 }  // namespace

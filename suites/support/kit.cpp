@@ -21,22 +21,28 @@ bool Findings::any_broken() const {
   return false;
 }
 
-CheckResult Findings::result() const {
+CheckResult Findings::result(const std::string& head) const {
   nlohmann::json metrics = metrics_;
   nlohmann::json promises = nlohmann::json::array();
   for (const Entry& e : entries_) {
     promises.push_back({{"id", e.promise}, {"status", e.status}, {"evidence", e.evidence}});
   }
   metrics["promises"] = promises;
-  std::string ev;
+  std::string ev = head;
+  auto line = [&ev](const char* prefix, const std::string& text) {
+    if (!ev.empty()) ev += '\n';
+    ev += prefix;
+    ev += text;
+  };
   const bool failed = any_broken();
-  // Failing: each broken promise first ("- "), then what held ("  held: "). Passing: what held.
+  // Failing: each broken promise first ("- "), then the others ("  held: ", "  recorded: ").
+  // Passing: one line per promise.
   for (const Entry& e : entries_) {
-    if (e.status == "broken") ev += (ev.empty() ? "" : "\n") + std::string("- ") + e.evidence;
+    if (e.status == "broken") line("- ", e.evidence);
   }
   for (const Entry& e : entries_) {
     if (e.status == "broken") continue;
-    ev += (ev.empty() ? "" : "\n") + std::string(failed ? "  held: " : "") + e.evidence;
+    line(!failed ? "" : e.status == "held" ? "  held: " : "  recorded: ", e.evidence);
   }
   return failed ? CheckResult::fail(ev, metrics) : CheckResult::pass(ev, metrics);
 }

@@ -46,7 +46,7 @@ ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interfac
 }
 
 // Every promise a check judged. result() fails when any broke, with every broken promise in the
-// evidence (not only the first) and then what held; metrics.promises lists each one:
+// evidence (not only the first) and then what held or was recorded; metrics.promises lists each one:
 // {"id", "status": "held" | "broken" | "recorded", "evidence"}.
 class Findings {
  public:
@@ -57,7 +57,9 @@ class Findings {
 
   bool any_broken() const;
   nlohmann::json& metrics() { return metrics_; }
-  CheckResult result() const;
+  // `head`, when given, is a first line that frames every promise below it (e.g. "cpu×2:",
+  // "evaluation after one epoch:").
+  CheckResult result(const std::string& head = "") const;
 
  private:
   struct Entry {

@@ -1,0 +1,239 @@
+// Shared by the resilience tests of the report readers (harness/tests/report_resilience_test.cpp)
+// and of the checkpoint loader (reference/tests/checkpoint_resilience_test.cpp): a fork-isolated
+// child that reports a verdict letter (a crash or hang in it is counted, not fatal), the command
+// line run in-process, and the corruption plan (truncations and bit flips in named regions of a
+// file, from a seeded RNG) with its tally. Tests only; the including target defines TC_SOURCE_DIR.
+#pragma once
+
+#include <dirent.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include "harness/cli.h"
+#include "harness/util/posix_fs.h"
+
+namespace tc {
+namespace resilience {
+
+inline std::vector<std::string> list_dir(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// What a forked child said (its first byte is a verdict letter), or how it died.
+struct ChildResult {
+  bool crashed = false;
+  std::string how;  // "signal 11 (Segmentation fault)", "exit 3", ...
+  char verdict = 0;
+  std::string message;
+};
+
+// Runs fn in a forked child (60 s alarm): a crash or hang in it is reported, not fatal here.
+inline ChildResult in_child(const std::function<std::string()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+  std::cout.flush();
+  std::cerr.flush();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    alarm(60);
+    at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
+    std::string out;
+    try {
+      out = fn();
+    } catch (const std::exception& e) {
+      out = std::string("X") + e.what();
+    } catch (...) {
+      out = "Xan exception that is not a std::exception";
+    }
+    size_t done = 0;
+    while (done < out.size()) {
+      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ChildResult r;
+  if (WIFSIGNALED(status)) {
+    r.crashed = true;
+    r.how = "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
+  } else if (WEXITSTATUS(status) != 0 || out.empty()) {
+    r.crashed = true;
+    r.how = "exit " + std::to_string(WEXITSTATUS(status)) + " without a verdict";
+  } else {
+    r.verdict = out[0];
+    r.message = out.substr(1);
+  }
+  return r;
+}
+
+// Runs the command line in this process with stderr captured (for use inside a child).
+inline int cli(std::vector<std::string> args, std::string* err = nullptr) {
+  std::fflush(stderr);
+  std::cerr.flush();
+  FILE* tmp = std::tmpfile();
+  const int saved = dup(2);
+  if (tmp) dup2(fileno(tmp), 2);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = cli_main(static_cast<int>(args.size()), argv.data());
+  std::cerr.flush();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  if (tmp) {
+    if (err) {
+      std::rewind(tmp);
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, tmp)) > 0;) err->append(buf, n);
+    }
+    std::fclose(tmp);
+  }
+  return rc;
+}
+
+// --- the corruption plan -------------------------------------------------------------------------
+
+struct Region {
+  std::string name;
+  size_t begin, end;  // [begin, end)
+};
+
+struct Corruption {
+  bool truncate = false;  // else a bit flip
+  std::string region;
+  size_t at = 0;  // truncation: the new length; flip: the byte
+  int bit = 0;
+};
+
+// n truncations and n flips, spread round-robin over the regions, positions from a seeded RNG.
+inline std::vector<Corruption> plan_corruptions(const std::vector<Region>& regions, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Corruption> out;
+  for (int kind = 0; kind < 2; ++kind) {
+    for (int i = 0; i < n; ++i) {
+      const Region& r = regions[static_cast<size_t>(i) % regions.size()];
+      Corruption c;
+      c.truncate = kind == 0;
+      c.region = r.name;
+      c.at = std::uniform_int_distribution<size_t>(r.begin, r.end - 1)(rng);
+      c.bit = std::uniform_int_distribution<int>(0, 7)(rng);
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+inline std::string apply(const std::string& good, const Corruption& c) {
+  std::string bytes = good;
+  if (c.truncate) {
+    bytes.resize(c.at);
+  } else {
+    bytes[c.at] = static_cast<char>(bytes[c.at] ^ (1 << c.bit));
+  }
+  return bytes;
+}
+
+// Verdict letters from the children.
+//   R rejected, everything as it was       T rejected, but something changed (model, files)
+//   S loaded, the very content written     D loaded other content: a silent load
+//   M rejected with a message that does not name the file
+struct Tally {
+  std::map<char, int> by_verdict;
+  int crashed = 0;
+  std::map<std::string, std::map<char, int>> by_region;
+  std::vector<std::string> examples;  // the first few of each problem
+
+  void add(const Corruption& c, const ChildResult& r) {
+    const char v = r.crashed ? 'C' : r.verdict;
+    if (r.crashed) ++crashed;
+    ++by_verdict[v];
+    ++by_region[std::string(c.truncate ? "truncate " : "flip ") + c.region][v];
+    if (v != 'R' && v != 'S' && examples.size() < 10) {
+      examples.push_back(std::string(c.truncate ? "truncated to " : "bit flipped at ") +
+                         std::to_string(c.at) + " (" + c.region + "): " + std::string(1, v) + " " +
+                         (r.crashed ? r.how : r.message.substr(0, 300)));
+    }
+  }
+  int count(char v) const {
+    auto it = by_verdict.find(v);
+    return it == by_verdict.end() ? 0 : it->second;
+  }
+  void print(const std::string& what) const {
+    int total = 0;
+    for (const auto& kv : by_verdict) total += kv.second;
+    std::cout << "[corpus] " << what << ": " << total << " corrupt files: rejected " << count('R')
+              << ", crashed " << crashed << ", silently loaded (other content) " << count('D')
+              << ", loaded the very content written " << count('S')
+              << ", rejected but changed something " << count('T')
+              << ", rejected without naming the file " << count('M')
+              << ", other " << count('X') << "\n";
+    for (const auto& [region, m] : by_region) {
+      std::cout << "[corpus]   " << region << ":";
+      for (const auto& [v, n] : m) std::cout << " " << v << "=" << n;
+      std::cout << "\n";
+    }
+    for (const std::string& e : examples) std::cout << "[corpus]   e.g. " << e << "\n";
+  }
+};
+
+
+constexpr int kCorruptions = 1000;  // of each kind, truncations and bit flips
+
+// --- fuzz regressions -----------------------------------------------------------------------------
+
+// Every input committed under the fuzzers' regressions/ folders (crashers they found, and inputs
+// found by review) runs through the same body as the fuzzer, in a child: no crash, no escape of an
+// exception the contract does not allow.
+inline void replay(const std::string& folder, bool (*body)(const uint8_t*, size_t)) {
+  const std::string dir = std::string(TC_SOURCE_DIR) + "/" + folder;
+  int n = 0;
+  for (const std::string& name : list_dir(dir)) {
+    if (name == "README.md") continue;
+    const std::string input = posix_fs::read_bytes(dir + "/" + name);
+    const ChildResult r = in_child([&] {
+      const bool ok = body(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+      return std::string(ok ? "Saccepted" : "Rrejected");
+    });
+    ++n;
+    EXPECT_FALSE(r.crashed) << folder << "/" << name << ": " << r.how;
+    EXPECT_NE(r.verdict, 'X') << folder << "/" << name << ": " << r.message;
+    std::cout << "[fuzz] " << folder << "/" << name << ": " << (r.crashed ? r.how : r.message) << "\n";
+  }
+  std::cout << "[fuzz] " << folder << ": " << n << " inputs replayed\n";
+}
+
+}  // namespace resilience
+}  // namespace tc
