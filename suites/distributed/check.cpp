@@ -392,8 +392,8 @@ ProbedRun<tc::DistributedProvider> provider_of(const CheckContext& ctx) {
 void require_provider(const CheckContext& ctx) { provider_of(ctx); }
 
 CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
-  const ProbedRun<tc::DistributedProvider> r = provider_of(ctx);
-  const tc::DistributedProvider* provider = r.probe;
+  const ProbedRun<tc::DistributedProvider> probed = provider_of(ctx);
+  const tc::DistributedProvider* provider = probed.probe;
   skip_variant_in_world_of_one(ctx, env.world_size,
                                std::string(ctx.device == "cuda" ? "cuda" : "cpu") + "\u00d71");
   const bool cuda = ctx.device == "cuda";

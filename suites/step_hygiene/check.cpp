@@ -127,7 +127,9 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
                                         format_double(s.diff->max_abs_diff, 3) + "): " + s.diagnosis.text +
                                         " (later steps not judged: they start from a different place)");
       if (s.diagnosis.promise == kClip && s.diagnosis.gradient_is_fresh) {
-        f.held(kFresh, "steps 0 to " + std::to_string(t) + ": each step's gradient was its own, not accumulated");
+        f.held(kFresh, (t == 0 ? std::string("step 0: its gradient was its own")
+                               : "steps 0 to " + std::to_string(t) + ": each step's gradient was its own") +
+                           ", not accumulated");
       }
       break;
     }
