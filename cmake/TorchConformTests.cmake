@@ -13,7 +13,7 @@ tc_torch_link_fixups(tc_contract_tests)
 gtest_discover_tests(tc_contract_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
 
 # The utilities, without LibTorch (harness/util is a leaf library).
-add_executable(tc_util_tests harness/util/tests/util_test.cpp)
+add_executable(tc_util_tests harness/util/tests/util_test.cpp harness/util/tests/median_interval_test.cpp)
 target_link_libraries(tc_util_tests PRIVATE tc_util GTest::gtest_main)
 gtest_discover_tests(tc_util_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
 
