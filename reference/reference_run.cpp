@@ -138,10 +138,39 @@ StepRecord ReferenceRun::train_step() {
 }
 
 at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
+  at::Tensor loss = amp_forward(
+      [this, &y](const at::Tensor& in) { return torch::nn::functional::cross_entropy(model_->forward(in), y); },
+      x);  // scalar, fp32
+  return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+}
+
+at::Tensor ReferenceRun::amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x) {
   std::optional<AutocastGuard> autocast;
   if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
-  at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);  // scalar, fp32
-  return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+  return loss_of(x);
+}
+
+std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
+  TORCH_CHECK(workload.model && workload.forward, "amp_step_on: the workload has no model");
+  const std::vector<at::Tensor> params = workload.model->parameters();
+  auto opt = std::make_shared<torch::optim::SGD>(
+      params, torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(config_.weight_decay));
+  std::shared_ptr<GradScaler> scaler = make_grad_scaler();
+  const double clip = config_.clip_norm;
+  return [this, workload, params, opt, scaler, clip] {
+    opt->zero_grad(/*set_to_none=*/true);
+    at::Tensor loss = amp_forward(
+        [&workload](const at::Tensor& in) {
+          return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
+        },
+        workload.input);
+    scaler->scale(loss).backward();
+    scaler->unscale_(*opt);
+    if (clip > 0) torch::nn::utils::clip_grad_norm_(params, clip);
+    scaler->step(*opt);
+    scaler->update();
+    return loss.item<double>();
+  };
 }
 
 std::unique_ptr<GradScaler> ReferenceRun::make_grad_scaler() {

@@ -84,6 +84,10 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
     after_backward_ = std::move(hook);
   }
   std::optional<GradScalerState> scaler_state() const override;
+  // The recipe's procedure on another model: amp_forward() around its forward and loss, then
+  // scale -> backward -> unscale_ -> clip -> step -> update with its own SGD (the recipe's lr,
+  // momentum, weight decay) and a scaler from make_grad_scaler().
+  std::function<double()> amp_step_on(const AmpWorkload& workload) override;
 
  protected:
   // --- practice slots -------------------------------------------------------------------------
@@ -91,8 +95,13 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   virtual void seed_everything();
   // The model, built in its constructor and explicitly initialised.
   virtual ImageClassifier build_model();
-  // Forward and loss for one batch already on the device.
+  // Forward and loss for one batch already on the device: amp_forward() around the model's forward
+  // and cross-entropy, times amp_.loss_weight.
   virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
+  // The mixed-precision procedure around one forward + loss, of the recipe's own model or of a
+  // workload (amp_step_on): loss_of(x) under autocast for the device in use in amp_.dtype, when
+  // mixed precision is on.
+  virtual at::Tensor amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x);
   // zero_grad(set_to_none) -> backward (of the scaled loss) -> unscale_ -> clip -> step -> update.
   virtual void optimisation_step(const at::Tensor& loss);
   // The gradient scaler: PyTorch's defaults (amp_.scaler), enabled for fp16 only.

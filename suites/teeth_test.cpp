@@ -111,12 +111,14 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
 }
 
 // Each mixed-precision variant is caught by the promise it breaks, not by another one by chance;
-// no_scaler_state only by resume_equality's fp16 pass.
+// no_scaler_state only by resume_equality's fp16 pass; autocast_wrong_device and inputs_cast_only
+// (nothing cast: numerically fp32) only by engagement.
 TEST(Teeth, EachMixedPrecisionVariantIsCaughtByThePromiseItBreaks) {
   RunPlan plan;
   plan.devices = {{"cpu", true, ""}};
   plan.checks = {"amp", "resume_equality"};
-  plan.recipes = {"reference", "manual_half", "fp16_without_scaler", "clip_before_unscale", "no_scaler_state"};
+  plan.recipes = {"reference",       "manual_half",           "fp16_without_scaler", "clip_before_unscale",
+                  "no_scaler_state", "autocast_wrong_device", "inputs_cast_only"};
   plan.seed = 5;
   auto cells = run_cells(Registry::global(), plan);
   auto find = [&](const std::string& check, const std::string& recipe) -> const Cell& {
@@ -130,9 +132,11 @@ TEST(Teeth, EachMixedPrecisionVariantIsCaughtByThePromiseItBreaks) {
   };
   const Cell& ref = find("amp", "reference");
   EXPECT_EQ(ref.outcome, Outcome::kPass) << ref.evidence;
-  for (const char* held : {"bf16 parity", "fp16 parity", "underflow", "scaler accounting", "clipping", "throughput"}) {
+  for (const char* held : {"bf16 parity", "fp16 parity", "underflow", "scaler accounting", "clipping", "throughput",
+                           "engagement (bf16", "engagement (fp16", "bf16 AMP procedure speed"}) {
     EXPECT_NE(ref.evidence.find(held), std::string::npos) << held << "\n" << ref.evidence;
   }
+  EXPECT_TRUE(broken_promises(ref).empty()) << ref.evidence;
   const Cell& half = find("amp", "manual_half");
   EXPECT_TRUE(failed(half, "underflow") && failed(half, "scaler accounting") && failed(half, "bf16 parity"))
       << half.evidence;
@@ -142,6 +146,17 @@ TEST(Teeth, EachMixedPrecisionVariantIsCaughtByThePromiseItBreaks) {
   const Cell& clip = find("amp", "clip_before_unscale");
   EXPECT_TRUE(failed(clip, "clipping")) << clip.evidence;
   EXPECT_FALSE(failed(clip, "underflow") || failed(clip, "scaler accounting")) << clip.evidence;
+  for (const char* recipe : {"autocast_wrong_device", "inputs_cast_only"}) {
+    const Cell& c = find("amp", recipe);
+    EXPECT_EQ(c.verdict, Verdict::kOk) << recipe << "\n" << c.evidence;
+    EXPECT_EQ(broken_promises(c), std::set<std::string>{"engagement"}) << recipe << "\n" << c.evidence;
+    // The evidence names the ops that ran in fp32 (the CNN's convolution and linear layer).
+    EXPECT_NE(c.evidence.find("not cast: "), std::string::npos) << c.evidence;
+    EXPECT_NE(c.evidence.find("aten::conv2d"), std::string::npos) << c.evidence;
+    EXPECT_TRUE(c.evidence.find("aten::linear") != std::string::npos || c.evidence.find("aten::addmm") != std::string::npos)
+        << c.evidence;
+    EXPECT_NE(c.evidence.find("in fp32)"), std::string::npos) << c.evidence;
+  }
   const Cell& resume = find("resume_equality", "no_scaler_state");
   EXPECT_EQ(resume.verdict, Verdict::kOk) << resume.evidence;
   EXPECT_EQ(resume.outcome, Outcome::kFail);

@@ -9,11 +9,16 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include <c10/core/ScalarType.h>
 
 #include "harness/contract/run.h"
+
+namespace torch::nn {
+class Module;
+}
 
 namespace tc {
 
@@ -53,6 +58,16 @@ struct AmpOptions {
   double loss_weight = 1.0;
 };
 
+// A model the check brings to time the recipe's mixed-precision procedure on (the amp check's
+// throughput workload: a transformer block, compute-bound where the recipe's own model is not),
+// in fp32 on the device in use, with one fixed batch; the loss is cross-entropy.
+struct AmpWorkload {
+  std::shared_ptr<torch::nn::Module> model;
+  std::function<at::Tensor(const at::Tensor&)> forward;  // input -> logits (B, classes)
+  at::Tensor input;   // one batch, on the device
+  at::Tensor target;  // (B) class indices, on the device
+};
+
 class AmpProbe {
  public:
   virtual ~AmpProbe() = default;
@@ -65,6 +80,16 @@ class AmpProbe {
   // The GradScaler's state after the last step's update; nullopt when the recipe trains without
   // an enabled scaler.
   virtual std::optional<GradScalerState> scaler_state() const = 0;
+  // After setup(): one training step of the recipe's mixed-precision procedure, the one set_amp()
+  // asked for (its autocast region, casts, scaler, clipping, optimizer step), applied to the
+  // workload's model instead of its own, so that the procedure's speed can be measured on a
+  // compute-bound model. Returns the step; calling it trains the workload one step and returns
+  // the loss, read (so the device has finished). An empty function: the recipe does not offer it
+  // (the throughput promises are then recorded as not measurable).
+  virtual std::function<double()> amp_step_on(const AmpWorkload& workload) {
+    (void)workload;
+    return {};
+  }
 };
 
 }  // namespace tc

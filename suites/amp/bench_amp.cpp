@@ -3,14 +3,22 @@
 //   amp/train_step/{cnn,transformer}/{fp32,fp16,bf16}  on cuda (fp16 with the GradScaler)
 //   amp/matmul_ceiling/{fp32,bf16[,fp16]}/N  a dense N x N x N GEMM; counter TFLOP/s: the device's
 //     ceiling, against which a train step's throughput can be read.
+// The transformer entries train the amp check's throughput workload (suites/amp/throughput.h: sized
+// per device) and report its model FLOPs per step (matmul FLOPs of forward and backward),
+// achieved TFLOP/s, and MFU = achieved / the matmul ceiling of the step's dtype measured on the
+// same device in the same process (best of 3 dense GEMMs, N = 1024 on the CPU, 8192 on CUDA,
+// measured once per device and dtype, same thread count and TF32 setting as the step).
 // One train step = reference/amp_step.h (autocast forward, scaled backward, unscale_, clip 1.0,
 // SGD step, update) on a fixed batch, so only the step is timed. CPU runs single-threaded unless
 // TORCHCONFORM_BENCH_THREADS=N (see bench_train_step.cpp: a busy shared core makes multi-threaded
 // kernels wait on each other). Without a CUDA device the cuda entries are skipped with that reason.
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <map>
 #include <string>
 
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
@@ -19,6 +27,7 @@
 #include "reference/amp_step.h"
 #include "reference/model.h"
 #include "reference/transformer.h"
+#include "suites/amp/throughput.h"
 
 namespace {
 
@@ -48,16 +57,53 @@ void sync(const c10::Device& device) {
   if (device.is_cuda()) torch::cuda::synchronize();
 }
 
+// fp32 on CUDA means fp32: TF32 off while a benchmark runs, restored after.
+struct NoTf32 {
+  bool cublas = at::globalContext().allowTF32CuBLAS();
+  bool cudnn = at::globalContext().allowTF32CuDNN();
+  NoTf32() {
+    at::globalContext().setAllowTF32CuBLAS(false);
+    at::globalContext().setAllowTF32CuDNN(false);
+  }
+  ~NoTf32() {
+    at::globalContext().setAllowTF32CuBLAS(cublas);
+    at::globalContext().setAllowTF32CuDNN(cudnn);
+  }
+};
+
+// The dense-GEMM ceiling in TFLOP/s for (device, dtype), measured once per process.
+double matmul_ceiling_tflops(const c10::Device& device, c10::ScalarType dtype) {
+  static std::map<std::pair<int, int>, double> cache;
+  const auto key = std::make_pair(static_cast<int>(device.type()), static_cast<int>(dtype));
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const int64_t n = device.is_cuda() ? 8192 : 1024;
+  auto opts = torch::dtype(dtype).device(device);
+  at::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
+  at::Tensor c = torch::mm(a, b);  // warm-up
+  sync(device);
+  double best = 0.0;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    at::mm_out(c, a, b);
+    sync(device);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, 2.0 * n * n * n / s / 1e12);
+  }
+  return cache[key] = best;
+}
+
 enum class Model { kCnn, kTransformer };
 
 void train_step(benchmark::State& state, Model kind, c10::Device device, c10::ScalarType dtype) {
   if (skip_without_cuda(state, device)) return;
   ThreadScope threads;
+  NoTf32 no_tf32;
   torch::manual_seed(0);
   std::shared_ptr<torch::nn::Module> module;
   std::function<at::Tensor(const at::Tensor&)> forward;
   at::Tensor x;
-  const int64_t batch = 16;
+  const tc::amp::WorkloadSize size = tc::amp::workload_size(device);
+  const int64_t batch = kind == Model::kCnn ? 16 : size.batch;
   if (kind == Model::kCnn) {
     tc::ref::ImageClassifier m(4, 16, 0.5);
     tc::ref::init_weights(*m);
@@ -65,7 +111,7 @@ void train_step(benchmark::State& state, Model kind, c10::Device device, c10::Sc
     forward = [m](const at::Tensor& in) mutable { return m->forward(in); };
     x = torch::randn({batch, 3, 16, 16});  // (B, 3, S, S)
   } else {
-    tc::ref::TransformerBlock m;
+    tc::ref::TransformerBlock m(tc::amp::transformer_options(size));
     module = m.ptr();
     forward = [m](const at::Tensor& in) mutable { return m->forward(in); };
     x = torch::randn({batch, m->options.seq, m->options.dim});  // (B, T, D)
@@ -83,10 +129,21 @@ void train_step(benchmark::State& state, Model kind, c10::Device device, c10::Sc
   auto fl = [&] { return torch::nn::functional::cross_entropy(forward(x), y); };
   for (int i = 0; i < 3; ++i) tc::ref::amp_train_step(fl, opt, scaler, params, o);  // warm-up
   sync(device);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : state) {
     at::Tensor loss = tc::ref::amp_train_step(fl, opt, scaler, params, o);
     sync(device);
     benchmark::DoNotOptimize(loss);
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (kind == Model::kTransformer && state.iterations() > 0) {
+    const double flops = tc::amp::step_flops(size);
+    const double achieved = flops * static_cast<double>(state.iterations()) / wall / 1e12;
+    const double ceiling = matmul_ceiling_tflops(device, dtype);
+    state.counters["model_GFLOP_per_step"] = flops / 1e9;
+    state.counters["TFLOP/s"] = achieved;
+    state.counters["ceiling_TFLOP/s"] = ceiling;
+    state.counters["MFU"] = ceiling > 0 ? achieved / ceiling : 0.0;
   }
   state.counters["samples_per_s"] = benchmark::Counter(static_cast<double>(batch), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["threads"] = device.is_cpu() ? at::get_num_threads() : 0;
@@ -95,6 +152,7 @@ void train_step(benchmark::State& state, Model kind, c10::Device device, c10::Sc
 void matmul_ceiling(benchmark::State& state, c10::Device device, c10::ScalarType dtype) {
   if (skip_without_cuda(state, device)) return;
   ThreadScope threads;
+  NoTf32 no_tf32;
   const int64_t n = state.range(0);
   auto opts = torch::dtype(dtype).device(device);
   at::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include "harness/contract/registry.h"
+#include "reference/autocast.h"
 #include "reference/reference_run.h"
 
 namespace tc::variants {
@@ -49,6 +50,32 @@ class ClipBeforeUnscale : public ref::ReferenceRun {
   }
 };
 
+// Fail: `with torch.autocast("cuda", dtype=...)` in a script that trains on the CPU (or the other
+// way round): the region is opened for the other device type, whose autocast never sees this
+// device's tensors, so nothing is cast and every matmul runs in fp32.
+class AutocastWrongDevice : public ref::ReferenceRun {
+ protected:
+  at::Tensor amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x) override {
+    if (!amp_on()) return ReferenceRun::amp_forward(loss_of, x);
+    const c10::DeviceType other = options_.device.is_cuda() ? c10::kCPU : c10::kCUDA;
+    ref::AutocastGuard autocast(other, amp_.dtype);
+    return loss_of(x);
+  }
+};
+
+// Fail: "mixed precision" by casting the batch to the lower precision (`x = x.to(torch.bfloat16)`)
+// with no autocast and the model left in fp32; the first layer refuses a bf16 input against its fp32
+// weights ("expected scalar type Float"), so the input is brought to the model's dtype at its entry
+// (`x.to(next(model.parameters()).dtype)`), and every matmul runs in fp32 on rounded inputs.
+class InputsCastOnly : public ref::ReferenceRun {
+ protected:
+  at::Tensor amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x) override {
+    if (!amp_on()) return ReferenceRun::amp_forward(loss_of, x);
+    const at::Tensor batch = x.to(amp_.dtype);  // the batch "in mixed precision"
+    return loss_of(batch.to(torch::kFloat));    // the model's entry: its parameters' dtype
+  }
+};
+
 }  // namespace tc::variants
 
 TC_RECIPE(tc::variants::ManualHalf, "manual_half",
@@ -60,4 +87,11 @@ TC_RECIPE(tc::variants::Fp16WithoutScaler, "fp16_without_scaler",
     ->MustBeCaughtBy({"amp"});
 TC_RECIPE(tc::variants::ClipBeforeUnscale, "clip_before_unscale",
           "clips the gradients before scaler.unscale_(): the scaled gradients are clipped")
+    ->MustBeCaughtBy({"amp"});
+TC_RECIPE(tc::variants::AutocastWrongDevice, "autocast_wrong_device",
+          "opens the autocast region for the other device type (cuda while training on the cpu, or the "
+                   "other way round): nothing is cast")
+    ->MustBeCaughtBy({"amp"});
+TC_RECIPE(tc::variants::InputsCastOnly, "inputs_cast_only",
+          "casts the batch to the lower precision, no autocast, the model in fp32: the matmuls run in fp32")
     ->MustBeCaughtBy({"amp"});
