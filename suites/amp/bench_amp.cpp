@@ -6,8 +6,8 @@
 // The transformer entries train the amp check's throughput workload (suites/amp/throughput.h: sized
 // per device) and report its model FLOPs per step (matmul FLOPs of forward and backward),
 // achieved TFLOP/s, and MFU = achieved / the matmul ceiling of the step's dtype measured on the
-// same device in the same process (best of 3 dense GEMMs, N = 1024 on the CPU, 8192 on CUDA,
-// measured once per device and dtype, same thread count and TF32 setting as the step).
+// same device in the same process (matmul_ceiling_tflops below: measured once per device and
+// dtype, same thread count and TF32 setting as the step).
 // One train step = reference/amp_step.h (autocast forward, scaled backward, unscale_, clip 1.0,
 // SGD step, update) on a fixed batch, so only the step is timed. CPU runs single-threaded unless
 // TORCHCONFORM_BENCH_THREADS=N (see bench_train_step.cpp: a busy shared core makes multi-threaded
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -71,23 +72,37 @@ struct NoTf32 {
   }
 };
 
-// The dense-GEMM ceiling in TFLOP/s for (device, dtype), measured once per process.
+// The matmul ceiling in TFLOP/s for (device, dtype), measured once per process: the best rate of 3
+// timed GEMMs, through at::mm and through at::linear, for each of a dense N x N x N (N = 1024 on
+// the CPU, 8192 on CUDA) and the workload's own MLP shapes (tokens x dim x ff, tokens x ff x dim).
+// On a CPU without AVX-512, bf16 at::mm runs at about 0.4 GFLOP/s and at::linear (oneDNN) at about
+// 3.5: a ceiling from at::mm alone sat below the step's own rate (MFU 2.8).
 double matmul_ceiling_tflops(const c10::Device& device, c10::ScalarType dtype) {
   static std::map<std::pair<int, int>, double> cache;
   const auto key = std::make_pair(static_cast<int>(device.type()), static_cast<int>(dtype));
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   const int64_t n = device.is_cuda() ? 8192 : 1024;
+  const tc::amp::WorkloadSize w = tc::amp::workload_size(device);
+  const int64_t tokens = w.batch * w.seq;
+  const int64_t shapes[3][3] = {{n, n, n}, {tokens, w.dim, w.ff}, {tokens, w.ff, w.dim}};  // (m, k, n)
   auto opts = torch::dtype(dtype).device(device);
-  at::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts);
-  at::Tensor c = torch::mm(a, b);  // warm-up
-  sync(device);
   double best = 0.0;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    at::mm_out(c, a, b);
-    sync(device);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, 2.0 * n * n * n / s / 1e12);
+  for (const auto& sh : shapes) {
+    at::Tensor a = torch::randn({sh[0], sh[1]}, opts), b = torch::randn({sh[1], sh[2]}, opts);
+    at::Tensor bt = b.t().contiguous(), c = torch::mm(a, b);
+    // Both entry points: on the CPU bf16 at::linear takes oneDNN's path, at::mm a slower one.
+    const std::function<void()> ops[] = {[&] { at::mm_out(c, a, b); }, [&] { c = at::linear(a, bt); }};
+    for (const auto& op : ops) {
+      op();  // warm-up
+      sync(device);
+      for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        op();
+        sync(device);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 2.0 * sh[0] * sh[1] * sh[2] / s / 1e12);
+      }
+    }
   }
   return cache[key] = best;
 }
