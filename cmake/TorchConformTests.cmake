@@ -37,9 +37,14 @@ tc_use_torch_pch(tc_reference_tests)
 tc_torch_link_fixups(tc_reference_tests)
 gtest_discover_tests(tc_reference_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
 
-# The suites linked in with every registration: teeth of the checks themselves.
-add_executable(tc_suite_tests suites/teeth_test.cpp)
-target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
+# The suites linked in with every registration: teeth of the checks themselves, and checks run on
+# correct recipes written otherwise than the reference. Its main is also the command line (a check's
+# fresh process starts the binary it runs in again: suites/tests/main.cpp).
+add_executable(tc_suite_tests suites/teeth_test.cpp suites/tests/main.cpp
+  suites/eval_mode/correct_recipes_test.cpp
+  suites/init/correct_recipes_test.cpp
+  suites/reproducibility/correct_recipes_test.cpp)
+target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
 gtest_discover_tests(tc_suite_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
@@ -58,6 +63,7 @@ tc_cli_test(no_subcommand 2 "subcommand" "")
 tc_cli_test(unknown_device 2 "unknown device 'tpu'" run --device tpu)
 tc_cli_test(unknown_check 2 "unknown check 'nope'" run --check nope)
 tc_cli_test(unknown_recipe 2 "unknown recipe 'nope'" run --recipe nope)
+tc_cli_test(part_needs_one_cell 2 "--part runs a part of one cell" run --part same_seed_run --check reproducibility)
 tc_cli_test(cuda_missing 2 "no CUDA device" run --device cuda --check eval_mode --recipe reference
             --json ${TC_TEST_OUT}/never.json)
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json

@@ -108,6 +108,7 @@ struct RunArgs {
   bool quick = false;
   bool no_distributed = false;
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
+  std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
   std::string json_path = "reports/latest.json";
   std::string html_path = "reports/latest.html";
 };
@@ -124,6 +125,10 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.executable = self_executable();
   plan.worker = under_torchrun();
   plan.work_dir = a.work_dir;
+  plan.part = a.part;
+  if (!plan.part.empty() && (plan.checks.size() != 1 || plan.recipes.size() != 1)) {
+    throw UsageError("--part runs a part of one cell: give one --check and one --recipe");
+  }
   if (plan.work_dir.empty()) {
     const char* id = std::getenv("TORCHELASTIC_RUN_ID");
     plan.work_dir = std::string("reports/distributed/") + (id && *id ? id : "run");
@@ -383,6 +388,9 @@ int cli_main(int argc, char** argv) {
   run->add_option("--work-dir", ra.work_dir,
                   "Under torchrun: the directory every rank of a multi-process check shares (the same "
                   "path on every node; default reports/distributed/<torchrun run id>)");
+  run->add_option("--part", ra.part,
+                  "Run only this part of the one cell given (what a check starts in a fresh process of "
+                  "this program, e.g. reproducibility's run in another process)");
   run->add_option("--json", ra.json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", ra.html_path, "Report HTML path ('' to skip)")->capture_default_str();
 

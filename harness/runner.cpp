@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "harness/fresh_process.h"
 #include "harness/multi_process.h"
 
 namespace tc {
@@ -73,6 +74,12 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   ctx.work_dir = plan.work_dir;
   ctx.recipe_is_variant = planned.recipe->is_variant();
   ctx.expected = cell.expected;
+  ctx.part = plan.part;
+  if (!plan.executable.empty() && plan.part.empty()) {
+    ctx.in_fresh_process = [exe = plan.executable, c = ctx](const std::string& part) {
+      return run_part_in_fresh_process(exe, c, part);
+    };
+  }
 
   const auto start = std::chrono::steady_clock::now();
   try {

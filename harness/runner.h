@@ -30,6 +30,9 @@ struct RunPlan {
   std::string executable;
   bool worker = false;
   std::string work_dir;
+  // Not empty: this process runs only this part of one cell's check (CheckContext::part), started
+  // by CheckContext::in_fresh_process (harness/fresh_process.h) of another.
+  std::string part;
 };
 
 struct PlannedCell {

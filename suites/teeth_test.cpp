@@ -74,6 +74,7 @@ TEST(Teeth, ReferencePassesEveryCheckAndEachVariantIsCaughtWhereTargeted) {
   plan.devices = {{"cpu", true, ""}};
   plan.seed = 77;  // another seed than the CLI's default
   plan.cuda_present = cuda_available();
+  plan.executable = "/proc/self/exe";  // a check's fresh process: this binary, also a command line
   // A check that runs alone (it measures time) or as several processes (the runner launches
   // torchrun on the torchconform binary) has its cells as conformance ctests instead.
   for (const CheckInfo& c : Registry::global().checks()) {

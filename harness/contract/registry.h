@@ -49,6 +49,12 @@ struct CheckContext {
   RunFactory make_run;
   // A multi-process check's worker: a directory every rank of this cell shares (same path).
   std::string work_dir;  // a fresh, not yet set-up run of the recipe under test
+  // Runs `part` of this cell's check in a fresh process of this program (same check, recipe, device
+  // and seed; there ctx.part is `part`) and returns the metrics the check returned there: what a
+  // process fixes once (a value read into a static, an address-derived key) differs between the two.
+  // Set by the runner; empty where no process can be started.
+  std::function<nlohmann::json(const std::string& part)> in_fresh_process;
+  std::string part;  // not empty: this process was started by in_fresh_process, to run only `part`
 };
 
 // What a check returns: the practice held (pass) or not (fail), with the evidence.

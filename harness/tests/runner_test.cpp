@@ -178,5 +178,24 @@ TEST_F(RunnerTest, ContextCarriesTheCellsExpectationAndTheMachine) {
   EXPECT_FALSE(seen.recipe_is_variant);
 }
 
+// A fresh process (CheckContext::in_fresh_process) is offered where the runner knows its
+// executable, and not inside such a process (ctx.part set); one that writes no report is a
+// harness error.
+TEST_F(RunnerTest, AFreshProcessIsOfferedOnlyWithAnExecutableAndNotInsideOne) {
+  CheckContext seen;
+  reg.add_check({"ctx", "p", [&](const CheckContext& ctx) { seen = ctx; return CheckResult::pass("w"); }, "t", 9});
+  only("ctx", "reference");
+  EXPECT_FALSE(seen.in_fresh_process);
+  plan.executable = "/bin/true";  // exits 0 and writes no report
+  only("ctx", "reference");
+  ASSERT_TRUE(seen.in_fresh_process);
+  EXPECT_TRUE(seen.part.empty());
+  EXPECT_THROW(seen.in_fresh_process("some_part"), HarnessError);
+  plan.part = "some_part";
+  only("ctx", "reference");
+  EXPECT_FALSE(seen.in_fresh_process);
+  EXPECT_EQ(seen.part, "some_part");
+}
+
 }  // namespace
 }  // namespace tc

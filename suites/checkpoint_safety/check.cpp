@@ -46,18 +46,30 @@ std::string malicious_pickle(const std::string& canary) {
   return zip.str();
 }
 
+// A run's state as the Run interface exposes it: parameters, buffers (e.g. BatchNorm's running
+// statistics) and the optimizer's state (e.g. momentum buffers), copied. "The same state" below is
+// all of it: a checkpoint that restores the weights but loses a buffer or the momentum is not.
+NamedTensors run_state(const Run& run) {
+  NamedTensors all;
+  for (const auto& [name, t] : run.parameters()) all.emplace_back("parameter " + name, t);
+  for (const auto& [name, t] : run.buffers()) all.emplace_back("buffer " + name, t);
+  for (const auto& [name, t] : run.optimizer_state()) all.emplace_back("optimizer state " + name, t);
+  return snapshot(all);
+}
+
 struct Attempt {
   bool rejected = false;
   bool same_state = false;  // loaded and equal to the state saved
-  bool untouched = false;   // rejected and the model as before
+  bool untouched = false;   // rejected and the run's state as before
   std::string error;
+  std::string difference;   // loaded: the first tensor that differs from the state saved
 };
 
 // Loads `path` into a fresh run of the recipe and says what happened.
 Attempt try_load(const CheckContext& ctx, const std::string& path, const NamedTensors& saved) {
   std::unique_ptr<Run> fresh = ctx.make_run();
   fresh->setup(run_options(ctx, ctx.seed + 7));
-  const NamedTensors before = snapshot(fresh->parameters());
+  const NamedTensors before = run_state(*fresh);
   Attempt a;
   try {
     fresh->load_checkpoint(path);
@@ -65,10 +77,12 @@ Attempt try_load(const CheckContext& ctx, const std::string& path, const NamedTe
     a.rejected = true;
     a.error = e.what();
     a.error = a.error.substr(0, a.error.find("\nException raised from"));
-    a.untouched = !first_tensor_difference(before, snapshot(fresh->parameters()));
+    a.untouched = !first_tensor_difference(before, run_state(*fresh));
     return a;
   }
-  a.same_state = !first_tensor_difference(saved, snapshot(fresh->parameters()));
+  const auto d = first_tensor_difference(saved, run_state(*fresh));
+  a.same_state = !d;
+  if (d) a.difference = d->name + (d->detail.empty() ? "" : " (" + d->detail + ")");
   return a;
 }
 
@@ -77,6 +91,7 @@ struct Saved {
   std::unique_ptr<Run> run;
   std::string path;
   NamedTensors params;
+  NamedTensors state;  // run_state: parameters, buffers, optimizer state
 };
 
 // 1. The model state loads strictly into a bare, unwrapped model.
@@ -147,12 +162,12 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
     if (!kill_one_save(*s.run, s.path, std::chrono::microseconds(delay_us(rng)), completed_saves)) {
       ++exited_early;  // the saving child stopped before the kill
     }
-    Attempt a = try_load(ctx, s.path, s.params);
+    Attempt a = try_load(ctx, s.path, s.state);
     if (!a.rejected && a.same_state) {
       ++loaded;
     } else {
       ++broken;
-      if (first_error.empty()) first_error = a.rejected ? a.error : "loaded other state";
+      if (first_error.empty()) first_error = a.rejected ? a.error : "loaded other state: " + a.difference;
       s.run->save_checkpoint(s.path);  // a good file for the next trial
     }
   }
@@ -194,7 +209,7 @@ void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const Scrat
       bytes[at] = static_cast<char>(bytes[at] ^ (1 << std::uniform_int_distribution<int>(0, 7)(rng)));
     }
     write_bytes(bad, bytes);
-    Attempt a = try_load(ctx, bad, s.params);
+    Attempt a = try_load(ctx, bad, s.state);
     if (a.rejected) {
       ++rejected;
       if (!a.untouched) ++touched;
@@ -212,13 +227,13 @@ void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const Scrat
   m["rejected_loads_that_changed_the_model"] = touched;
   std::vector<std::string> problems;
   if (different > 0) problems.push_back(std::to_string(different) + " truncated or bit-flipped files loaded silently");
-  if (touched > 0) problems.push_back(std::to_string(touched) + " rejected loads changed the model");
+  if (touched > 0) problems.push_back(std::to_string(touched) + " rejected loads changed the run's state");
   if (!problems.empty()) {
     out.broken("corrupt_files_rejected", problems.size() == 1 ? problems[0] : problems[0] + "; " + problems[1]);
   } else {
     out.held("corrupt_files_rejected", std::to_string(rejected) + "/" + std::to_string(truncations + flips) +
                                            " truncated or bit-flipped files rejected (the rest loaded the same "
-                                           "state), model untouched");
+                                           "state: parameters, buffers and optimizer state), state untouched");
   }
 }
 
@@ -229,7 +244,7 @@ void malicious_pickle_rejected(const CheckContext& ctx, const Saved& s, const Sc
   const std::string evil = scratch.file("evil.pt");
   // With a correct first line (hash and size recomputed), so that it reaches LibTorch's unpickler.
   write_bytes(evil, ref::checkpoint_file_bytes(malicious_pickle(canary)));
-  Attempt a = try_load(ctx, evil, s.params);
+  Attempt a = try_load(ctx, evil, s.state);
   const bool ran = posix_fs::exists(canary);
   m["malicious_pickle_rejected"] = a.rejected;
   m["malicious_pickle_ran_code"] = ran;
@@ -259,7 +274,9 @@ CheckResult check_checkpoint_safety(const CheckContext& ctx) {
   for (int i = 0; i < 3; ++i) s.run->train_step();
   s.run->save_checkpoint(s.path);
   s.params = snapshot(s.run->parameters());
+  s.state = run_state(*s.run);
   Findings f;
+  f.metrics()["state_tensors_compared"] = s.state.size();
   strict_bare_load(s, f);
   atomic_save(ctx, s, f);
   corrupt_files_rejected(ctx, s, scratch, f);

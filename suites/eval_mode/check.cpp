@@ -1,5 +1,7 @@
 // eval_mode: evaluating twice gives bitwise-equal outputs and metrics, BatchNorm running stats
-// stay untouched, no autograd graph is built, the next epoch trains in train mode again.
+// stay untouched, no autograd graph is built (observed inside the forward, not only on the returned
+// logits), the next epoch trains in train mode again.
+#include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include "suites/support/kit.h"
@@ -8,9 +10,68 @@
 namespace tc {
 namespace {
 
+// What ran inside evaluate(): every operator the dispatcher called on the evaluating thread, and
+// those called with grad mode on, outside inference mode, with an input that requires grad: each of those records autograd
+// history, whatever the recipe later does with the outputs (a `.detach()` before returning hides the
+// graph from the logits, not from the forward).
+struct GraphWatch {
+  int64_t ops = 0;
+  int64_t graph_ops = 0;
+  std::string first_graph_op;
+};
+
+thread_local GraphWatch* t_watch = nullptr;
+
+bool requires_grad(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() && v.toTensor().requires_grad();
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorVector()) {
+      if (t.defined() && t.requires_grad()) return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
+  GraphWatch* w = t_watch;
+  if (w == nullptr) return nullptr;
+  ++w->ops;
+  if (!at::GradMode::is_enabled() || c10::InferenceMode::is_enabled()) return nullptr;
+  for (const c10::IValue& v : fn.inputs()) {
+    if (requires_grad(v)) {
+      if (w->graph_ops++ == 0) w->first_graph_op = fn.name();
+      break;
+    }
+  }
+  return nullptr;
+}
+
+// Watches the operators this thread dispatches while in scope (a thread-local RecordFunction
+// callback, removed on exit).
+class WatchOperators {
+ public:
+  explicit WatchOperators(GraphWatch& w)
+      : handle_(at::addThreadLocalCallback(
+            at::RecordFunctionCallback(on_operator).needsInputs(true).scopes({at::RecordScope::FUNCTION}))),
+        enabled_(true) {
+    t_watch = &w;
+  }
+  ~WatchOperators() {
+    t_watch = nullptr;
+    at::removeCallback(handle_);
+  }
+  WatchOperators(const WatchOperators&) = delete;
+  WatchOperators& operator=(const WatchOperators&) = delete;
+
+ private:
+  at::CallbackHandle handle_;
+  at::RecordFunctionGuard enabled_;
+};
+
 struct Evaluated {
   EvalResult e1, e2;
   NamedTensors params0, params1, buffers0, buffers1;
+  GraphWatch watch;  // during the first evaluation
 };
 
 void eval_bitwise(const Evaluated& v, Findings& out) {
@@ -51,16 +112,38 @@ void state_untouched(const Evaluated& v, Findings& out) {
   }
 }
 
+// Judged inside the forward (operators run with grad mode on an input requiring grad) and on the
+// returned logits.
 void no_autograd_graph(const Evaluated& v, Findings& out) {
   const at::Tensor& logits = v.e1.logits;
-  const bool graph = logits.requires_grad() || logits.grad_fn() != nullptr;
-  out.metrics()["autograd_graph_built"] = graph;
-  if (graph) {
-    out.broken("no_autograd_graph", std::string("evaluation built an autograd graph: logits have grad_fn ") +
-                                        (logits.grad_fn() ? logits.grad_fn()->name() : "none") +
-                                        " (requires_grad=" + (logits.requires_grad() ? "true" : "false") + ")");
+  const GraphWatch& w = v.watch;
+  const bool logits_graph = logits.requires_grad() || logits.grad_fn() != nullptr;
+  out.metrics()["autograd_graph_built"] = logits_graph || w.graph_ops > 0;
+  out.metrics()["eval_operators"] = w.ops;
+  out.metrics()["eval_operators_recording_grad"] = w.graph_ops;
+  std::vector<std::string> problems;
+  if (w.graph_ops > 0) {
+    problems.push_back("evaluation ran " + std::to_string(w.graph_ops) + " of its " + std::to_string(w.ops) +
+                       " operators with grad mode on and an input that requires grad (first: " + w.first_graph_op +
+                       "): every forward records an autograd graph; evaluate under torch::NoGradGuard or "
+                       "torch::InferenceMode");
+  }
+  if (logits_graph) {
+    problems.push_back(std::string("logits have grad_fn ") + (logits.grad_fn() ? logits.grad_fn()->name() : "none") +
+                       " (requires_grad=" + (logits.requires_grad() ? "true" : "false") + ")");
+  }
+  if (!problems.empty()) {
+    std::string ev = "evaluation built an autograd graph: ";
+    for (size_t i = 0; i < problems.size(); ++i) ev += (i ? "; " : "") + problems[i];
+    out.broken("no_autograd_graph", ev);
+  } else if (w.ops == 0) {
+    // Nothing ran on the evaluating thread: the forward ran elsewhere, out of this watch's sight.
+    out.recorded("no_autograd_graph", "no operator ran on the thread that called evaluate(): grad mode inside "
+                                      "the forward not observed; the logits carry no graph");
   } else {
-    out.held("no_autograd_graph", "no autograd graph");
+    out.held("no_autograd_graph", "no autograd graph: none of the " + std::to_string(w.ops) +
+                                      " operators evaluation ran had grad mode on with an input requiring grad, "
+                                      "and the logits carry none");
   }
 }
 
@@ -94,7 +177,10 @@ CheckResult check_eval_mode(const CheckContext& ctx) {
   Evaluated v;
   v.params0 = snapshot(run->parameters());
   v.buffers0 = snapshot(run->buffers());
-  v.e1 = run->evaluate();
+  {
+    WatchOperators watching(v.watch);
+    v.e1 = run->evaluate();
+  }
   v.e2 = run->evaluate();
   v.params1 = snapshot(run->parameters());
   v.buffers1 = snapshot(run->buffers());

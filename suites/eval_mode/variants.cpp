@@ -26,6 +26,18 @@ class NoGradGuardMissing : public ref::ReferenceRun {
   }
 };
 
+// model.eval() without no_grad, the outputs detached before they are returned: the logits carry no
+// graph, but every forward records one (and holds its activations until the outputs are detached).
+class DetachInsteadOfNoGrad : public ref::ReferenceRun {
+ public:
+  EvalResult evaluate() override {
+    model_->eval();
+    EvalResult r = eval_loop();
+    r.logits = r.logits.detach();
+    return r;
+  }
+};
+
 // The training loop never sets model.train() back at the top of the next epoch.
 class NoTrainAfterEval : public ref::ReferenceRun {
  protected:
@@ -39,6 +51,9 @@ TC_RECIPE(tc::variants::NoEval, "no_eval",
     ->MustBeCaughtBy({"eval_mode"});
 TC_RECIPE(tc::variants::NoGradGuardMissing, "no_grad_guard_missing",
           "evaluate() runs without torch::NoGradGuard")
+    ->MustBeCaughtBy({"eval_mode"});
+TC_RECIPE(tc::variants::DetachInsteadOfNoGrad, "detach_instead_of_no_grad",
+          "evaluate() runs without torch::NoGradGuard and detaches the outputs before returning them")
     ->MustBeCaughtBy({"eval_mode"});
 TC_RECIPE(tc::variants::NoTrainAfterEval, "no_train_after_eval",
           "the next epoch does not call model.train()")

@@ -1,5 +1,11 @@
 // reproducibility: two fresh runs with one seed give bitwise-equal loss curves, parameters and
-// eval metrics; another seed gives another run.
+// eval metrics, and so does a run in another process (what a process fixes once, e.g. a value read
+// from std::random_device into a static, is the same for two runs in one process); another seed
+// gives another run.
+#include <cstdio>
+#include <cstring>
+#include <future>
+
 #include <torch/torch.h>
 
 #include "suites/support/kit.h"
@@ -25,6 +31,103 @@ Trace train(const CheckContext& ctx, int64_t seed) {
   t.eval.logits = t.eval.logits.detach().to(torch::kCPU).clone();
   t.params = snapshot(run->parameters());
   return t;
+}
+
+// What a run in another process hands back for the comparison: every loss's bits, each parameter
+// as FNV-1a 64 of its bytes (with its float64 sum, to say by how much it moved), the eval loss's bits,
+// the accuracy and the logits' hash. Bitwise by nature: the same code runs twice with one seed.
+uint64_t bits(double v) {
+  uint64_t b = 0;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
+
+double from_bits(uint64_t b) {
+  double v = 0;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+std::string bytes_hash(const at::Tensor& t) {
+  const at::Tensor c = t.detach().cpu().contiguous();
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64
+  for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  std::string shape;
+  for (int64_t d : c.sizes()) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(c.dtype().name()) + "[" + shape + "]:" + hex;
+}
+
+nlohmann::json fingerprint(const Trace& t) {
+  nlohmann::json losses = nlohmann::json::array(), params = nlohmann::json::array();
+  for (double l : t.losses) losses.push_back(bits(l));
+  for (const auto& [name, p] : t.params) {
+    params.push_back({{"name", name}, {"hash", bytes_hash(p)}, {"sum", p.to(torch::kDouble).sum().item<double>()}});
+  }
+  return {{"loss_bits", losses},
+          {"params", params},
+          {"eval_loss_bits", bits(t.eval.loss)},
+          {"eval_accuracy", t.eval.accuracy},
+          {"eval_logits", bytes_hash(t.eval.logits)}};
+}
+
+// This process's first run against the same run made in a fresh process (`there`, its fingerprint).
+void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohmann::json& there, Findings& out) {
+  const nlohmann::json here = fingerprint(a);
+  std::vector<std::string> problems;
+  const auto& la = here["loss_bits"];
+  const auto& lb = there.at("loss_bits");
+  std::optional<size_t> step;
+  for (size_t i = 0; i < std::max(la.size(), lb.size()) && !step; ++i) {
+    if (i >= la.size() || i >= lb.size() || la[i].get<uint64_t>() != lb[i].get<uint64_t>()) step = i;
+  }
+  out.metrics()["other_process_first_divergence_step"] = step ? nlohmann::json(*step) : nlohmann::json(nullptr);
+  if (step) {
+    std::string d = "loss curves diverge at step " + std::to_string(*step);
+    if (*step < la.size() && *step < lb.size()) {
+      d += ": loss " + format_double(from_bits(la[*step].get<uint64_t>()), 9) + " here vs " +
+           format_double(from_bits(lb[*step].get<uint64_t>()), 9) + " there";
+    } else {
+      d += ": " + std::to_string(la.size()) + " steps here, " + std::to_string(lb.size()) + " there";
+    }
+    problems.push_back(d);
+  }
+  const auto& pa = here["params"];
+  const auto& pb = there.at("params");
+  for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i) {
+    if (i >= pa.size() || i >= pb.size()) {
+      problems.push_back(std::to_string(pa.size()) + " parameter tensors here, " + std::to_string(pb.size()) + " there");
+      break;
+    }
+    if (pa[i]["name"] != pb[i].at("name") || pa[i]["hash"] != pb[i].at("hash")) {
+      problems.push_back("parameter '" + pa[i]["name"].get<std::string>() + "' differs after training (sum " +
+                         format_double(pa[i]["sum"].get<double>(), 9) + " here vs " +
+                         format_double(pb[i].at("sum").get<double>(), 9) + " there)");
+      break;
+    }
+  }
+  if (here["eval_loss_bits"].get<uint64_t>() != there.at("eval_loss_bits").get<uint64_t>() || here["eval_accuracy"] != there.at("eval_accuracy") ||
+      here["eval_logits"] != there.at("eval_logits")) {
+    problems.push_back("eval metrics differ: loss " + format_double(a.eval.loss, 9) + " here vs " +
+                       format_double(from_bits(there.at("eval_loss_bits").get<uint64_t>()), 9) + " there, accuracy " +
+                       format_double(a.eval.accuracy) + " vs " + format_double(there.at("eval_accuracy").get<double>()));
+  }
+  const std::string what = "a run with seed " + std::to_string(ctx.seed) + " in a fresh process";
+  if (!problems.empty()) {
+    std::string ev = what + " differs from this process's: ";
+    for (size_t i = 0; i < problems.size(); ++i) ev += (i ? "; " : "") + problems[i];
+    // Only where two runs in this process agreed is the difference known to be per process.
+    out.broken("other_process_bitwise",
+               ev + (out.any_broken() ? ""
+                                      : " (two runs in this process agree: something fixed once per process "
+                                        "reaches training, e.g. a value read from std::random_device or an address)"));
+  } else {
+    out.held("other_process_bitwise", what + ": " + std::to_string(la.size()) + " losses, " +
+                                          std::to_string(pa.size()) +
+                                          " parameter tensors, eval loss, accuracy and logits bitwise equal");
+  }
 }
 
 // Two runs with one seed: loss curve, parameters and eval metrics bitwise equal.
@@ -75,7 +178,18 @@ void other_seed_differs(const CheckContext& ctx, const Trace& a, Findings& out) 
   }
 }
 
+// The part a fresh process runs: one run with the cell's seed, handed back as its fingerprint.
+constexpr const char* kFreshRun = "same_seed_run";
+
 CheckResult check_reproducibility(const CheckContext& ctx) {
+  if (ctx.part == kFreshRun) {
+    return CheckResult::pass("one run with seed " + std::to_string(ctx.seed) + " for another process",
+                             fingerprint(train(ctx, ctx.seed)));
+  }
+  if (!ctx.part.empty()) throw HarnessError("reproducibility has no part '" + ctx.part + "'");
+  // The fresh process trains while this one makes its two runs.
+  std::future<nlohmann::json> there;
+  if (ctx.in_fresh_process) there = std::async(std::launch::async, ctx.in_fresh_process, std::string(kFreshRun));
   const Trace a = train(ctx, ctx.seed);
   const Trace b = train(ctx, ctx.seed);
   Findings f;
@@ -86,6 +200,12 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
                  {"eval_accuracy_a", a.eval.accuracy},
                  {"eval_accuracy_b", b.eval.accuracy}};
   same_seed_bitwise(ctx, a, b, f);
+  if (there.valid()) {
+    other_process_bitwise(ctx, a, there.get(), f);
+  } else {
+    f.recorded("other_process_bitwise",
+               "not compared: this runner starts no fresh process (RunPlan::executable is empty)");
+  }
   // Where one seed already gives two runs, another seed differing proves nothing: not tried.
   if (!f.any_broken()) other_seed_differs(ctx, a, f);
   return f.result();
@@ -96,8 +216,9 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
 
 namespace tc {
 TC_CHECK(reproducibility,
-         "two runs with one seed give bitwise-equal loss curves, parameters and eval "
-              "metrics; another seed gives another run")
+         "two runs with one seed, in this process and in another, give bitwise-equal loss curves, "
+              "parameters and eval metrics; another seed gives another run")
     ->Promise("same_seed_bitwise", "two runs with one seed give bitwise-equal loss curves, parameters and eval metrics")
+    ->Promise("other_process_bitwise", "a run with that seed in another process is bitwise equal too")
     ->Promise("other_seed_differs", "another seed gives another run");
 }  // namespace tc

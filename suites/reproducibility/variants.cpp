@@ -24,6 +24,17 @@ class UnseededWorkers : public ref::ReferenceRun {
   }
 };
 
+// The augmentation seed is salted with a value read once per process from std::random_device into
+// a static (a "run id" mixed into every worker's seed): two runs in one process share it and agree
+// bitwise; a rerun of the same seed in another process augments differently.
+class ProcessSaltedAugmentation : public ref::ReferenceRun {
+ protected:
+  uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const override {
+    static const uint64_t process_salt = std::random_device{}();
+    return ref::ReferenceRun::augmentation_seed(epoch_seed ^ process_salt, batch);
+  }
+};
+
 // torch's generators are seeded, but the loader is not handed a seeded generator: shuffling and
 // the workers' augmentation seeds stay random whatever the global seed.
 class SeedWithoutLoaderGenerator : public ref::ReferenceRun {
@@ -41,6 +52,9 @@ TC_RECIPE(tc::variants::NoSeed, "no_seed",
 TC_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
           "augmentation in the loader's workers draws from an unseeded source")
     ->MustBeCaughtBy({"reproducibility", "data_saturation"});
+TC_RECIPE(tc::variants::ProcessSaltedAugmentation, "process_salted_augmentation",
+          "the augmentation seed is salted with a value read once per process from std::random_device")
+    ->MustBeCaughtBy({"reproducibility"});
 TC_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
           "torch is seeded but the loader's own generator is not")
     ->MustBeCaughtBy({"reproducibility"});

@@ -1,0 +1,70 @@
+// init on recipes written otherwise than the reference: a linear layer initialised uniformly, and
+// declared so, passes the uniform bound (5 standard errors, the uniform's kurtosis in the standard
+// error of its standard deviation); the reference passes with its largest z-score printed; the
+// layers' default initialisation is caught with its margin.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "reference/reference_run.h"
+#include "suites/tests/test_recipes.h"
+
+namespace tc {
+namespace {
+
+// The classifier's weight U(-b, b) with b = 0.01 * sqrt(3) (the reference's std 0.01), declared so.
+class UniformClassifierInit : public ref::ReferenceRun {
+ public:
+  std::vector<InitSpec> declared_init() const override {
+    std::vector<InitSpec> specs = ReferenceRun::declared_init();
+    for (InitSpec& s : specs) {
+      if (s.kind == InitSpec::Kind::kNormal && s.b == 0.01) s = {s.parameter, InitSpec::Kind::kUniform, -kBound, kBound};
+    }
+    return specs;
+  }
+
+ protected:
+  ref::ImageClassifier build_model() override {
+    ref::ImageClassifier m = ReferenceRun::build_model();
+    torch::NoGradGuard no_grad;
+    for (auto& p : m->named_parameters()) {
+      if (p.value().dim() == 2) torch::nn::init::uniform_(p.value(), -kBound, kBound);
+    }
+    return m;
+  }
+
+ private:
+  static constexpr double kBound = 0.01 * 1.7320508075688772;
+};
+
+using testing_recipes::promise_status;
+using testing_recipes::run_one;
+
+TEST(InitRecipes, AUniformInitDeclaredSoPasses) {
+  const Cell c = run_one("init", "uniform_classifier_init");
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "declared_init"), "held") << c.evidence;
+  EXPECT_LT(c.metrics.value("max_abs_z", 99.0), 5.0) << c.metrics.dump();
+  std::cout << c.evidence << "\n";
+}
+
+TEST(InitRecipes, TheReferencePassesWithItsZScore) {
+  const Cell c = run_one("init", "reference");
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_LT(c.metrics.value("max_abs_z", 99.0), 5.0) << c.metrics.dump();
+  std::cout << c.evidence << "\n";
+}
+
+TEST(InitRecipes, TheDefaultInitIsCaughtWithAClearMargin) {
+  const Cell c = run_one("init", "default_init");
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.evidence;
+  EXPECT_EQ(promise_status(c, "declared_init"), "broken") << c.evidence;
+  EXPECT_GT(c.metrics.value("max_abs_z", 0.0), 2 * 5.0) << c.metrics.dump();
+  std::cout << c.evidence << "\nmax |z| " << c.metrics.value("max_abs_z", 0.0) << "\n";
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_TEST_RECIPE(tc::UniformClassifierInit, "uniform_classifier_init",
+               "the classifier's weight initialised U(-b, b), declared so");

@@ -1,0 +1,82 @@
+// reproducibility on recipes written otherwise than the reference: correct ones that seed by
+// another deterministic path, or read std::random_device for something training never sees, pass;
+// a per-process salt in the augmentation seed is caught, by the run in another process and by
+// nothing else (two runs in one process agree).
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "reference/reference_run.h"
+#include "suites/tests/test_recipes.h"
+
+namespace tc {
+namespace {
+
+// Each batch's augmentation seed drawn from a std::mt19937_64 seeded through std::seed_seq with
+// (epoch seed, batch), not through the reference's splitmix-style mix: other numbers, as
+// deterministic.
+class SeedSeqAugmentation : public ref::ReferenceRun {
+ protected:
+  uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const override {
+    std::seed_seq seq{static_cast<uint32_t>(epoch_seed), static_cast<uint32_t>(epoch_seed >> 32),
+                      static_cast<uint32_t>(batch)};
+    std::mt19937_64 rng(seq);
+    return rng();
+  }
+};
+
+// A run id read once per process from std::random_device (for its log file names), never reaching
+// training: per-process, and harmless.
+class RandomRunId : public ref::ReferenceRun {
+ protected:
+  void seed_everything() override {
+    static const uint64_t run_id = std::random_device{}();
+    log_name_ = "run-" + std::to_string(run_id) + ".log";
+    ReferenceRun::seed_everything();
+  }
+
+ private:
+  std::string log_name_;
+};
+
+using testing_recipes::promise_status;
+using testing_recipes::run_one;
+
+TEST(ReproducibilityRecipes, TheReferenceIsBitwiseEqualInAnotherProcess) {
+  const Cell c = run_one("reproducibility", "reference");
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "other_process_bitwise"), "held") << c.evidence;
+  std::cout << c.evidence << "\n";
+}
+
+TEST(ReproducibilityRecipes, SeedingThroughSeedSeqPasses) {
+  const Cell c = run_one("reproducibility", "seed_seq_augmentation");
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "other_process_bitwise"), "held") << c.evidence;
+}
+
+TEST(ReproducibilityRecipes, ARandomRunIdThatTrainingNeverSeesPasses) {
+  const Cell c = run_one("reproducibility", "random_run_id");
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "other_process_bitwise"), "held") << c.evidence;
+}
+
+// Two runs in one process share the salt (the old check passed it); the fresh process has another.
+TEST(ReproducibilityRecipes, APerProcessSaltIsCaughtByTheRunInAnotherProcessOnly) {
+  const Cell c = run_one("reproducibility", "process_salted_augmentation");
+  EXPECT_EQ(c.verdict, Verdict::kOk) << c.evidence;
+  EXPECT_EQ(c.outcome, Outcome::kFail) << c.evidence;
+  EXPECT_EQ(promise_status(c, "same_seed_bitwise"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "other_process_bitwise"), "broken") << c.evidence;
+  EXPECT_NE(c.evidence.find("in a fresh process differs from this process's: loss curves diverge at step 0"),
+            std::string::npos)
+      << c.evidence;
+  std::cout << c.evidence << "\n";
+}
+
+}  // namespace
+}  // namespace tc
+
+TC_TEST_RECIPE(tc::SeedSeqAugmentation, "seed_seq_augmentation",
+               "augmentation seeds through std::seed_seq(epoch seed, batch)");
+TC_TEST_RECIPE(tc::RandomRunId, "random_run_id", "a run id read from std::random_device, used only in a log name");

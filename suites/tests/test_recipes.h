@@ -1,0 +1,68 @@
+// Recipes the suite's tests write: correct ones done differently from the reference (a check must
+// pass them). Kept out of the global registry, where every check would give them a cell, and added
+// to a test's own registry with add_test_recipes(); tc_suite_tests run as a command line
+// (suites/tests/main.cpp) adds them to the global one, so that a check's fresh process
+// (CheckContext::in_fresh_process starts this binary again) finds the recipe under test.
+#pragma once
+
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/contract/registry.h"
+#include "harness/runner.h"
+
+namespace tc::testing_recipes {
+
+inline std::vector<RecipeInfo>& all() {
+  static std::vector<RecipeInfo> recipes;
+  return recipes;
+}
+
+// Adds every test recipe to `registry`.
+inline void add_test_recipes(Registry& registry) {
+  for (const RecipeInfo& r : all()) registry.add_recipe(r);
+}
+
+inline bool add(RecipeInfo info) {
+  all().push_back(std::move(info));
+  return true;
+}
+
+// One cell on the CPU: `check` on `recipe` (a registered one or a test recipe), run as the command
+// line runs it (a fresh process, where the check asks for one, is this binary again).
+inline Cell run_one(const std::string& check, const std::string& recipe, int64_t seed = 11) {
+  Registry reg;
+  for (const CheckInfo& c : Registry::global().checks()) {
+    if (c.name == check) reg.add_check(c);
+  }
+  for (const RecipeInfo& r : Registry::global().recipes()) reg.add_recipe(r);
+  add_test_recipes(reg);
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {check};
+  plan.recipes = {recipe};
+  plan.seed = seed;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) plan.executable.assign(self, static_cast<size_t>(n));
+  return run_cells(reg, plan).at(0);
+}
+
+// The status metrics.promises gives `id` ("held", "broken", "recorded"), "" when absent.
+inline std::string promise_status(const Cell& c, const std::string& id) {
+  if (!c.metrics.is_object() || !c.metrics.contains("promises")) return "";
+  for (const auto& p : c.metrics["promises"]) {
+    if (p.value("id", "") == id) return p.value("status", "");
+  }
+  return "";
+}
+
+}  // namespace tc::testing_recipes
+
+// A correct recipe for the tests (see above): Type a default-constructible tc::Run subclass.
+#define TC_TEST_RECIPE(Type, name, description)                                                   \
+  static const bool TC_CONCAT(tc_test_recipe_, __LINE__) [[maybe_unused]] = ::tc::testing_recipes::add( \
+      ::tc::RecipeInfo{name, description, {}, [] { return std::unique_ptr<::tc::Run>(new Type()); }, __FILE__, __LINE__, ""})
