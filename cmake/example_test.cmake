@@ -152,7 +152,7 @@ message(STATUS "team_mlp: ${n_cells} cells, ${ok} ok")
 # promise holds on it.
 set(cnn_report ${WORK}/team_cnn.json)
 step("team_checks run --recipe team_cnn --check grad_checkpointing" ${exe} run --recipe team_cnn
-     --check grad_checkpointing --device cpu --json ${cnn_report} --html "")
+     --check grad_checkpointing --device cpu --json ${cnn_report} --html ${WORK}/team_cnn.html)
 message("${step_out}")
 file(READ ${cnn_report} cj)
 string(JSON verdict GET "${cj}" cells 0 verdict)
@@ -169,7 +169,7 @@ message(STATUS "grad_checkpointing on team_cnn: ${evidence}")
 foreach(sweep_flag "" "--sweep")
   set(sat_report ${WORK}/team_cnn_saturation${sweep_flag}.json)
   step("team_checks run --recipe team_cnn --check data_saturation ${sweep_flag}" ${exe} run --recipe team_cnn
-       --check data_saturation --device cpu ${sweep_flag} --json ${sat_report} --html "")
+       --check data_saturation --device cpu ${sweep_flag} --json ${sat_report} --html ${WORK}/team_cnn_saturation${sweep_flag}.html)
   file(READ ${sat_report} sj)
   string(JSON duration GET "${sj}" cells 0 duration_s)
   string(JSON verdict GET "${sj}" cells 0 verdict)
