@@ -35,6 +35,7 @@ install(FILES
   reference/autocast.h
   reference/checkpoint.h
   reference/data.h
+  reference/derived_model.h
   reference/grad_scaler.h
   reference/distributed.h
   reference/distributed_run.h

@@ -58,6 +58,9 @@ function(tc_cli_test name exit_code regex)
 endfunction()
 tc_cli_test(help 0 "Exit codes" --help)
 tc_cli_test(run_help 0 "--device" run --help)
+tc_cli_test(run_help_sweep 0 "--sweep" run --help)
+# The suite's reference is a control (->Control()), exported as data; a user's recipe would be a subject.
+tc_cli_test(list_reference_is_a_control 0 "\"name\": \"reference\",[^}]*\"role\": \"reference\"" list --json)
 tc_cli_test(unknown_flag 2 "--bogus" run --bogus)
 tc_cli_test(no_subcommand 2 "subcommand" "")
 tc_cli_test(unknown_device 2 "unknown device 'tpu'" run --device tpu)
@@ -166,6 +169,12 @@ set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/co
 
 # --- a user's own recipe: install, build examples/user_recipe against the package, run it -------
 get_filename_component(TC_TORCH_CMAKE_PREFIX "${Torch_DIR}" DIRECTORY)  # .../share/cmake
+# The LibTorch prefix query of the build (and the README's) prints the prefix and nothing else.
+if(TC_PYTHON)
+  add_test(NAME torch.prefix_query_is_quiet COMMAND ${TC_PYTHON} -c "${TC_TORCH_PREFIX_QUERY}")
+  set_tests_properties(torch.prefix_query_is_quiet PROPERTIES LABELS unit
+                       PASS_REGULAR_EXPRESSION "/torch/share/cmake" FAIL_REGULAR_EXPRESSION "[Ww]arn|Error")
+endif()
 add_test(NAME example.user_recipe
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
                  -DWORK=${TC_TEST_OUT}/user_recipe -DGENERATOR=${CMAKE_GENERATOR}

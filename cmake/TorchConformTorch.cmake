@@ -3,6 +3,12 @@
 # Order: a LibTorch the user names (CMAKE_PREFIX_PATH or Torch_DIR), else the pinned PyPI torch in
 # the repo's Python environment (TC_PYTHON, set by ci/ scripts; falls back to python3 on PATH).
 
+# torch.utils.cmake_prefix_path read without importing torch: quick, and no warning (an import
+# warns "Failed to initialize NumPy" where NumPy is absent). The README gives the same line.
+# (A newline between the statements: a ';' would split a CMake argument.)
+set(TC_TORCH_PREFIX_QUERY
+    "import importlib.util as u, os\nprint(os.path.join(os.path.dirname(u.find_spec('torch').origin), 'share', 'cmake'), end='')")
+
 find_package(Torch CONFIG QUIET)
 if(NOT Torch_FOUND)
   if(NOT TC_PYTHON)
@@ -10,7 +16,7 @@ if(NOT Torch_FOUND)
   endif()
   if(TC_PYTHON)
     execute_process(
-      COMMAND ${TC_PYTHON} -c "import torch, sys; sys.stdout.write(torch.utils.cmake_prefix_path)"
+      COMMAND ${TC_PYTHON} -c "${TC_TORCH_PREFIX_QUERY}"
       OUTPUT_VARIABLE _tc_torch_prefix RESULT_VARIABLE _tc_rc ERROR_QUIET)
     if(_tc_rc EQUAL 0 AND _tc_torch_prefix)
       list(APPEND CMAKE_PREFIX_PATH "${_tc_torch_prefix}")
@@ -21,7 +27,8 @@ endif()
 if(NOT Torch_FOUND)
   message(FATAL_ERROR
     "LibTorch not found. Run ci/test (it installs the pinned torch into a venv), or pass "
-    "-DCMAKE_PREFIX_PATH=<libtorch or python -c 'import torch;print(torch.utils.cmake_prefix_path)'>.")
+    "-DCMAKE_PREFIX_PATH=<libtorch, or the output of: python3 -c \"import importlib.util as u, os; "
+    "print(os.path.join(os.path.dirname(u.find_spec('torch').origin), 'share', 'cmake'))\">.")
 endif()
 message(STATUS "torchconform: LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 

@@ -25,7 +25,8 @@ file(MAKE_DIRECTORY ${WORK})
 # 1. Install.
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 foreach(f include/torchconform/harness/contract/run.h include/torchconform/harness/contract/registry.h
-          include/torchconform/harness/contract/record.h lib/cmake/torchconform/torchconformConfig.cmake
+          include/torchconform/harness/contract/record.h include/torchconform/reference/derived_model.h
+          include/torchconform/reference/model.h lib/cmake/torchconform/torchconformConfig.cmake
           lib/cmake/torchconform/torchconformConfigVersion.cmake)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "the install lacks ${f}")
@@ -87,7 +88,7 @@ names("${step_out}" checks installed_checks)
 if(NOT "${installed_checks}" STREQUAL "${stock_checks}")
   message(FATAL_ERROR "the installed torchconform has checks [${installed_checks}], the build's [${stock_checks}]")
 endif()
-set(expected_recipes ${stock_recipes} team_mlp)
+set(expected_recipes ${stock_recipes} team_mlp team_cnn)
 list(SORT expected_recipes)
 list(SORT my_recipes)
 if(NOT "${my_recipes}" STREQUAL "${expected_recipes}")
@@ -125,6 +126,10 @@ foreach(i RANGE ${last})
   if(NOT recipe STREQUAL "team_mlp")
     message(FATAL_ERROR "cell ${i} is for recipe '${recipe}'")
   endif()
+  string(JSON role GET "${rj}" cells ${i} role)
+  if(NOT role STREQUAL "subject")
+    message(FATAL_ERROR "${check} on team_mlp: role '${role}', a user's recipe is a subject under test")
+  endif()
   if(NOT verdict MATCHES "^(ok|skipped)$")
     message(FATAL_ERROR "${check} on team_mlp: ${verdict}: ${evidence}")
   endif()
@@ -142,7 +147,46 @@ endforeach()
 string(JSON ok GET "${rj}" summary ok)
 message(STATUS "team_mlp: ${n_cells} cells, ${ok} ok")
 
-# 5. The same report format: valid against the committed schema.
+# 5. A model derived from the reference's with its own forward (team_cnn.cpp, built against the
+# installed reference/derived_model.h) keeps activation checkpointing: grad_checkpointing's memory
+# promise holds on it.
+set(cnn_report ${WORK}/team_cnn.json)
+step("team_checks run --recipe team_cnn --check grad_checkpointing" ${exe} run --recipe team_cnn
+     --check grad_checkpointing --device cpu --json ${cnn_report} --html ${WORK}/team_cnn.html)
+message("${step_out}")
+file(READ ${cnn_report} cj)
+string(JSON verdict GET "${cj}" cells 0 verdict)
+string(JSON role GET "${cj}" cells 0 role)
+string(JSON evidence GET "${cj}" cells 0 evidence)
+if(NOT verdict STREQUAL "ok" OR NOT role STREQUAL "subject")
+  message(FATAL_ERROR "grad_checkpointing on team_cnn: ${verdict} (role ${role}): ${evidence}")
+endif()
+message(STATUS "grad_checkpointing on team_cnn: ${evidence}")
+
+# data_saturation's workers x prefetch sweep is measured for a user's recipe only when asked
+# (--sweep); the cell's other promises are judged either way (their verdict is not asserted here:
+# they measure time, and this test runs beside others).
+foreach(sweep_flag "" "--sweep")
+  set(sat_report ${WORK}/team_cnn_saturation${sweep_flag}.json)
+  step("team_checks run --recipe team_cnn --check data_saturation ${sweep_flag}" ${exe} run --recipe team_cnn
+       --check data_saturation --device cpu ${sweep_flag} --json ${sat_report} --html ${WORK}/team_cnn_saturation${sweep_flag}.html)
+  file(READ ${sat_report} sj)
+  string(JSON duration GET "${sj}" cells 0 duration_s)
+  string(JSON verdict GET "${sj}" cells 0 verdict)
+  string(JSON has_sweep ERROR_VARIABLE no_sweep GET "${sj}" cells 0 metrics sweep)
+  if(verdict STREQUAL "skipped" OR verdict STREQUAL "error")
+    string(JSON evidence GET "${sj}" cells 0 evidence)
+    message(FATAL_ERROR "data_saturation on team_cnn ${sweep_flag}: ${verdict}: ${evidence}")
+  endif()
+  if(sweep_flag STREQUAL "" AND no_sweep STREQUAL "NOTFOUND")
+    message(FATAL_ERROR "data_saturation on team_cnn measured the sweep without --sweep")
+  elseif(sweep_flag STREQUAL "--sweep" AND NOT no_sweep STREQUAL "NOTFOUND")
+    message(FATAL_ERROR "data_saturation on team_cnn --sweep has no sweep: ${no_sweep}")
+  endif()
+  message(STATUS "data_saturation on team_cnn ${sweep_flag}: ${verdict} in ${duration} s")
+endforeach()
+
+# 6. The same report format: valid against the committed schema.
 if(PYTHON)
   step("report schema" ${PYTHON} ${SOURCE_DIR}/harness/tests/validate_report.py
        ${SOURCE_DIR}/reports/schema/torchconform.report-1.schema.json ${report})

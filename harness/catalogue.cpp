@@ -25,6 +25,8 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
     j["recipes"].push_back({{"name", r.name},
                             {"description", r.description},
                             {"targets", r.targets},
+                            {"control", r.control},
+                            {"role", to_string(r.role())},
                             {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)}});
   }
   j["devices"] = {{"cpu", true}, {"cuda", cuda_devices > 0}};
@@ -49,6 +51,10 @@ std::string render_catalogue_text(const Registry& reg, int cuda_devices) {
       for (const auto& t : r.targets) os << ' ' << t;
       if (!r.needs.empty()) os << "; needs " << r.needs;
       os << ')';
+    } else if (r.control) {
+      os << "  (the suite's reference: a control, must pass)";
+    } else {
+      os << "  (a subject under test: its failing cells are findings)";
     }
     os << "\n      " << r.description << '\n';
   }

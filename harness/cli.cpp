@@ -106,6 +106,7 @@ struct RunArgs {
   std::vector<std::string> checks, recipes;
   int64_t seed = 1234;
   bool quick = false;
+  bool sweep = false;
   bool no_distributed = false;
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
@@ -121,6 +122,7 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.recipes = split_list(a.recipes);
   plan.seed = a.seed;
   plan.quick = a.quick;
+  plan.sweep = a.sweep;
   plan.cuda_present = cuda_available();
   plan.executable = self_executable();
   plan.worker = under_torchrun();
@@ -199,6 +201,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
   Report report = report_header(argc, argv, a.seed, devices);
   report.run["quick"] = a.quick;
+  report.run["sweep"] = a.sweep;
 
   if (plan.worker && torchrun_rank() != 0) {  // rank 0 reports; the others only say what broke
     report.cells = run_cells(reg, plan);
@@ -365,7 +368,7 @@ int cli_main(int argc, char** argv) {
       "torchconform: conformance and benchmark suite for PyTorch training practices.\n"
       "Every practice runs as a correct reference beside deliberately broken variants; a check\n"
       "counts only when the reference passes and every variant it targets is caught.\n"
-      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage."};
+      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / fail / error, 2 bad usage."};
   app.require_subcommand(1);
   if (argc >= 2 && std::string(argv[1]) == "bench") return guarded([&] { return cmd_bench(argc, argv); });
 
@@ -382,6 +385,9 @@ int cli_main(int argc, char** argv) {
   run->add_option("--recipe", ra.recipes, "Only these recipes (comma-separated)");
   run->add_option("--seed", ra.seed, "Seed of the reference runs")->capture_default_str();
   run->add_flag("--quick", ra.quick, "Shorter runs (fewer steps)");
+  run->add_flag("--sweep", ra.sweep,
+                "Also run the costly measured sweeps (data_saturation's workers x prefetch, about 15 s a recipe) "
+                "for recipes other than the suite's reference, which always gets them");
   run->add_flag("--no-distributed", ra.no_distributed,
                 "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
                 "one rank per GPU with NCCL)");

@@ -131,7 +131,9 @@ std::vector<EnvChange> diff_environment(const json& base, const json& next) {
 // --- cells --------------------------------------------------------------------------------------
 
 namespace {
-bool bad(Verdict v) { return v == Verdict::kMissed || v == Verdict::kFalseAlarm || v == Verdict::kError; }
+bool bad(Verdict v) {
+  return v == Verdict::kMissed || v == Verdict::kFalseAlarm || v == Verdict::kError || v == Verdict::kFail;
+}
 using CellKey = std::tuple<std::string, std::string, std::string>;
 }  // namespace
 

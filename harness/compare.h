@@ -3,7 +3,7 @@
 //
 // Rules (also in README.md):
 //  - Cells are matched by (check, recipe, device). A verdict got worse when it went from ok or
-//    skipped to missed, false_alarm or error; a cell new in NEW with such a verdict also counts.
+//    skipped to missed, false_alarm, fail (a subject, a user's recipe, failing) or error; a cell new in NEW with such a verdict also counts.
 //  - Benchmarks are matched by (name, device). Direction comes from the unit: a unit that ends in
 //    "/s" (items/s, samples/s, GB/s, TFLOP/s, ...) is a throughput, smaller is worse; any other
 //    unit (s, ms, us, ns, bytes, ...) is time-like, larger is worse.

@@ -2,16 +2,48 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <iomanip>
 #include <map>
-#include <set>
+#include <tuple>
 
 namespace tc {
+namespace {
+
+constexpr Verdict kAllVerdicts[] = {Verdict::kOk,    Verdict::kMissed,  Verdict::kFalseAlarm,
+                                    Verdict::kFail,  Verdict::kError,   Verdict::kSkipped};
+
+// The widest verdict name: the progress lines pad every verdict to it.
+size_t verdict_width() {
+  size_t w = 0;
+  for (Verdict v : kAllVerdicts) w = std::max(w, std::string(to_string(v)).size());
+  return w;
+}
+
+// A matrix cell's text: the verdict, "*" on a broken variant the check must catch, "(..)" where
+// the cell is recorded, not judged.
+std::string matrix_label(const Cell& c) {
+  std::string v = to_string(c.verdict);
+  if (c.expected == Expected::kFail) v += "*";
+  if (c.expected == Expected::kAny) v = "(" + v + ")";
+  return v;
+}
+
+std::string padded(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+const char* role_heading(const std::string& role) {
+  if (role == "reference") return "the suite's reference";
+  if (role == "variant") return "the suite's broken variants";
+  return "your recipes (subjects under test)";
+}
+
+}  // namespace
 
 void print_cell_line(std::ostream& os, const Cell& c, size_t index, size_t total) {
-  char head[64];
-  std::snprintf(head, sizeof head, "[%3zu/%zu] %-11s", index + 1, total, to_string(c.verdict));
-  os << head << c.check << " / " << c.recipe << " / " << c.device;
+  char head[32];
+  std::snprintf(head, sizeof head, "[%3zu/%zu] ", index + 1, total);
+  os << head << padded(to_string(c.verdict), verdict_width() + 1) << c.check << " / " << c.recipe << " / "
+     << c.device;
   char tail[32];
   std::snprintf(tail, sizeof tail, "  (%.1f s)", c.duration_s);
   os << tail;
@@ -29,38 +61,52 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells) {
     if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
   };
   std::map<std::tuple<std::string, std::string, std::string>, const Cell*> at;
+  bool subjects = false;
   for (const Cell& c : cells) {
     add(devices, c.device);
     add(checks, c.check);
     add(recipes, c.recipe);
     at[{c.device, c.check, c.recipe}] = &c;
+    subjects = subjects || c.role == Role::kSubject;
   }
-  size_t width = 8;
-  for (const auto& r : recipes) width = std::max(width, r.size() + 2);
+  // Every column as wide as its widest entry, whatever the verdict names: the columns stay aligned.
+  size_t recipe_width = std::string("recipe").size();
+  for (const auto& r : recipes) recipe_width = std::max(recipe_width, r.size());
+  std::map<std::string, size_t> width;
+  for (const auto& k : checks) width[k] = k.size();
+  for (const auto& [key, cell] : at) {
+    width[std::get<1>(key)] = std::max(width[std::get<1>(key)], matrix_label(*cell).size());
+  }
   for (const std::string& d : devices) {
-    os << "\n" << d << ":\n" << std::left << std::setw(static_cast<int>(width)) << "recipe";
-    for (const auto& c : checks) os << std::setw(static_cast<int>(std::max<size_t>(c.size(), 11) + 2)) << c;
-    os << '\n';
+    std::string line = padded("recipe", recipe_width + 2);
+    for (const auto& k : checks) line += padded(k, width[k] + 2);
+    os << "\n" << d << ":\n" << line << '\n';
     for (const auto& r : recipes) {
-      os << std::setw(static_cast<int>(width)) << r;
-      for (const auto& c : checks) {
-        auto it = at.find({d, c, r});
-        std::string v = "-";
-        if (it != at.end()) {
-          v = to_string(it->second->verdict);
-          if (it->second->expected == Expected::kFail) v += "*";
-          if (it->second->expected == Expected::kAny) v = "(" + v + ")";
-        }
-        os << std::setw(static_cast<int>(std::max<size_t>(c.size(), 11) + 2)) << v;
+      line = padded(r, recipe_width + 2);
+      for (const auto& k : checks) {
+        auto it = at.find({d, k, r});
+        line += padded(it == at.end() ? "-" : matrix_label(*it->second), width[k] + 2);
       }
-      os << '\n';
+      os << line << '\n';
     }
   }
-  os << std::right << "\n* a broken variant the check must catch; (..) recorded, not judged\n";
+  os << "\n* a broken variant the check must catch; (..) recorded, not judged";
+  if (subjects) os << "; fail: your recipe breaks the check's practice";
+  os << '\n';
   Summary s = summarize(cells);
   os << "summary:";
   for (const auto& [verdict, count] : s.counts) os << ' ' << verdict << '=' << count;
   os << " total=" << s.total << '\n';
+  // Apart: the suite's own controls (they show the checks work) and the recipes under test.
+  for (const char* role : {"subject", "reference", "variant"}) {
+    auto it = s.by_role.find(role);
+    if (it == s.by_role.end()) continue;
+    os << "  " << role_heading(role) << ":";
+    for (const auto& [verdict, count] : it->second) {
+      if (count > 0 && verdict != "total") os << ' ' << verdict << '=' << count;
+    }
+    os << " total=" << it->second.at("total") << '\n';
+  }
 }
 
 }  // namespace tc

@@ -25,13 +25,27 @@ std::string escape(const std::string& s) {
   return out;
 }
 
+std::string escape_text(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.4g", v);
   return buf;
 }
 
-std::string page_begin(const std::string& title) {
+std::string page_begin(const std::string& title, const std::string& extra_css) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
          "</title>\n<style>\n"
          "body{font-family:system-ui,sans-serif;margin:1.5em;color:#202124;max-width:1400px}\n"
@@ -47,8 +61,8 @@ std::string page_begin(const std::string& title) {
          "svg .line{fill:none;stroke-width:1.6}svg .s0{stroke:#1a73e8}svg .s1{stroke:#e8710a;stroke-dasharray:5 3}"
          "svg .s2{stroke:#188038}svg .s3{stroke:#a142f4}svg .marker{stroke:#d93025;stroke-width:1.2;stroke-dasharray:3 2}\n"
          "svg .dot{fill:#1a73e8}svg .flag{fill:#d93025}svg .med{stroke:#202124;stroke-width:2}\n"
-         ".legend span{margin-right:1em;font-size:.85em}.sw0{color:#1a73e8}.sw1{color:#e8710a}.sw2{color:#188038}.sw3{color:#a142f4}\n"
-         "</style></head><body>\n";
+         ".legend span{margin-right:1em;font-size:.85em}.sw0{color:#1a73e8}.sw1{color:#e8710a}.sw2{color:#188038}.sw3{color:#a142f4}\n" +
+         extra_css + "</style></head><body>\n";
 }
 
 std::string page_end() { return "</body></html>\n"; }
@@ -103,7 +117,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
       h << buf;
     }
     h << "\"><title>" << escape(s.label) << "</title></polyline>";
-    if (s.y.size() <= 60) {
+    if (o.dots && s.y.size() <= 60) {
       for (size_t i = 0; i < s.y.size(); ++i) {
         if (!std::isfinite(s.y[i])) continue;
         std::snprintf(buf, sizeof buf, "%.1f", X(static_cast<double>(i)));

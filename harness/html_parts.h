@@ -9,10 +9,13 @@
 namespace tc::html {
 
 std::string escape(const std::string& s);
+// For text between tags (<pre>, <td>): only &, < and > (quotes need no escape there).
+std::string escape_text(const std::string& s);
 // Number with up to 4 significant digits ("0.01234", "1.235e+06").
 std::string num(double v);
 
-std::string page_begin(const std::string& title);
+// extra_css: rules of one reporter, after the shared ones.
+std::string page_begin(const std::string& title, const std::string& extra_css = "");
 std::string page_end();
 
 struct Series {
@@ -30,6 +33,7 @@ struct ChartOptions {
   std::optional<double> marker_x;  // vertical marker (e.g. first divergence)
   std::string marker_label;
   std::vector<std::string> x_ticks;  // labels for x = 0..n-1 (trend: run names); empty: numbers
+  bool dots = true;  // a dot with its value per point (up to 60 points); false: the lines only
 };
 
 // An <svg> line chart of the series overlaid, with axes' ranges written on it.

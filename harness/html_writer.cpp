@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -39,6 +40,7 @@ std::string loss_chart(const Cell& c) {
     std::vector<double> a = curve(c.metrics, ka), b = curve(c.metrics, kb);
     if (a.empty() && b.empty()) continue;
     html::ChartOptions o;
+    o.dots = false;  // the values are in the cell's metrics, one click away
     o.title = c.check + " / " + c.recipe + " / " + c.device + ": loss per step";
     o.y_label = "loss";
     const json& fd = c.metrics.contains("first_divergence_step") ? c.metrics["first_divergence_step"] : json();
@@ -98,25 +100,138 @@ std::string promises_list(const Cell& c) {
   return h.str();
 }
 
-void cell_element(std::ostringstream& h, const Cell& c) {
-  const char* v = to_string(c.verdict);
-  h << "<td class=\"cell " << v << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\"" << escape(c.recipe)
-    << "\" data-device=\"" << escape(c.device) << "\" data-verdict=\"" << v << "\"><details><summary><span class=\"verdict\">"
-    << v << "</span> <span class=\"muted\">expected " << to_string(c.expected) << ", outcome " << to_string(c.outcome)
-    << "</span></summary>";
-  h << "<pre class=\"evidence\">" << escape(c.evidence) << "</pre>";
-  h << promises_list(c);
-  h << loss_chart(c);
-  h << "<details><summary>metrics</summary><pre>" << escape(c.metrics.dump(1)) << "</pre></details>";
-  h << "<div class=\"muted\">" << num(c.duration_s) << " s</div></details></td>";
+// What a matrix cell shows at a glance: one mark and one colour (the verdict for the role; the
+// mark is what the check found: held or broken).
+struct Kind {
+  const char* css;
+  const char* mark;
+  const char* words;
+};
+
+constexpr const char* kHeld = "\xe2\x9c\x93";    // ✓ the practice held
+constexpr const char* kBroken = "\xe2\x9c\x97";  // ✗ the practice was broken
+
+Kind kind_of(const Cell& c) {
+  switch (c.verdict) {
+    case Verdict::kSkipped: return {"k-skip", "\xe2\x80\x93", "skipped"};
+    case Verdict::kError: return {"k-error", "!", "error: the check could not judge"};
+    case Verdict::kMissed: return {"k-missed", kHeld, "missed: a broken variant passed (the suite is wrong)"};
+    case Verdict::kFalseAlarm: return {"k-alarm", kBroken, "false alarm: the suite's reference failed (the suite is wrong)"};
+    case Verdict::kFail: return {"k-fail", kBroken, "fail: your recipe breaks this practice"};
+    case Verdict::kOk: break;
+  }
+  if (c.expected == Expected::kAny) {
+    return {"k-quiet", c.outcome == Outcome::kFail ? kBroken : kHeld, "recorded, not judged"};
+  }
+  if (c.expected == Expected::kFail) return {"k-caught", kBroken, "caught: the broken variant fails this check"};
+  if (c.role == Role::kSubject) return {"k-pass", kHeld, "passed: your recipe keeps this practice"};
+  return {"k-pass", kHeld, "passed"};
 }
+
+// The kinds in the order of the legend and of the counts.
+constexpr const char* kKindOrder[] = {"k-pass", "k-caught", "k-fail", "k-missed", "k-alarm",
+                                      "k-error", "k-skip", "k-quiet"};
+
+const char* role_words(Role r) {
+  switch (r) {
+    case Role::kSubject: return "your recipes (subjects under test)";
+    case Role::kReference: return "the suite's reference (a control: must pass)";
+    case Role::kVariant: return "the suite's broken variants (controls: must be caught)";
+  }
+  return "?";
+}
+
+// One cell of the matrix: its mark; the verdict, evidence, promises and metrics one click away.
+// `chart`: the id of its loss chart in the section below, or empty.
+void cell_element(std::ostringstream& h, const Cell& c, const std::string& chart) {
+  const Kind k = kind_of(c);
+  const char* v = to_string(c.verdict);
+  h << "<td class=\"cell " << k.css << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\""
+    << escape(c.recipe) << "\" data-device=\"" << escape(c.device) << "\" data-verdict=\"" << v
+    << "\" data-role=\"" << to_string(c.role) << "\"><details><summary title=\"" << k.words << "\">" << k.mark
+    << "</summary><div class=\"detail\"><b>" << escape(c.check) << " / " << escape(c.recipe) << "</b>: " << k.words
+    << " <span class=\"muted\">(" << v << ", expected " << to_string(c.expected) << ", " << num(c.duration_s)
+    << " s)</span>";
+  h << "<pre class=\"evidence\">" << html::escape_text(c.evidence) << "</pre>";
+  h << promises_list(c);
+  if (!chart.empty()) h << "<a href=\"#" << chart << "\">loss curves</a>";
+  // The metrics but the promises (listed above); a cell recorded, not judged, keeps its page light:
+  // its metrics stay in the report JSON.
+  nlohmann::json metrics = c.metrics;
+  if (metrics.is_object()) metrics.erase("promises");
+  if (c.expected == Expected::kAny) {
+    if (!metrics.empty()) h << "<div class=\"muted\">metrics: in the report JSON</div>";
+  } else if (!metrics.empty()) {
+    h << "<details><summary>metrics</summary><pre>" << html::escape_text(metrics.dump()) << "</pre></details>";
+  }
+  h << "</div></details></td>";
+}
+
+// The cells' counts by role and kind: the suite's own controls apart from the recipes under test.
+void summary_section(std::ostringstream& h, const std::vector<Cell>& cells) {
+  std::map<Role, int> totals;
+  std::map<Role, std::map<std::string, std::pair<Kind, int>>> counts;  // role -> kind -> (kind, count)
+  for (const Cell& c : cells) {
+    const Kind k = kind_of(c);
+    ++totals[c.role];
+    ++counts[c.role].try_emplace(k.css, k, 0).first->second.second;
+  }
+  h << "<table id=\"by-role\"><tbody>\n";
+  for (Role r : {Role::kSubject, Role::kReference, Role::kVariant}) {
+    auto it = counts.find(r);
+    if (it == counts.end()) continue;
+    h << "<tr data-role=\"" << to_string(r) << "\"><th>" << role_words(r) << "</th><td>" << totals[r]
+      << " cells</td><td>";
+    for (const char* css : kKindOrder) {
+      auto n = it->second.find(css);
+      if (n == it->second.end()) continue;
+      const Kind& k = n->second.first;
+      h << "<span class=\"count " << k.css << "\"><b>" << k.mark << "</b> " << n->second.second << " " << k.words
+        << "</span> ";
+    }
+    h << "</td></tr>\n";
+  }
+  h << "</tbody></table>\n";
+}
+
+void legend(std::ostringstream& h) {
+  h << "<p class=\"legend\">";
+  const Cell samples[] = {
+      [] { Cell c; c.verdict = Verdict::kOk; c.expected = Expected::kPass; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kOk; c.expected = Expected::kFail; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kFail; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kMissed; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kFalseAlarm; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kError; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kSkipped; return c; }(),
+      [] { Cell c; c.verdict = Verdict::kOk; c.expected = Expected::kAny; return c; }()};
+  for (const Cell& c : samples) {
+    const Kind k = kind_of(c);
+    h << "<span class=\"" << k.css << "\"><b>" << k.mark << "</b> " << k.words << "</span>";
+  }
+  h << "</p>\n";
+}
+
+// The report's own CSS: the matrix as marks, the check names upright in narrow columns.
+const char* kReportCss =
+    "table.matrix thead th+th{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;font-weight:500}\n"
+    "table.matrix td.cell{padding:0;text-align:center;min-width:1.6em}table.matrix summary{list-style:none;"
+    "padding:.1em .4em;font-weight:700}table.matrix summary::-webkit-details-marker{display:none}\n"
+    "table.matrix .detail{text-align:left;min-width:32em;font-weight:400;color:#202124;background:#fff;padding:.3em}\n"
+    "table.matrix th.recipe{white-space:nowrap}.tag{font-size:.75em;font-weight:500;padding:0 .3em;margin-left:.4em;"
+    "border-radius:.3em;background:#e8f0fe;color:#174ea6}\n"
+    ".k-pass,.k-caught{background:#ceead6;color:#0d652d}.k-fail{background:#f6c7c3;color:#a50e0e}"
+    ".k-missed,.k-alarm{background:#e9d2fd;color:#681da8}"
+    ".k-error{background:#fde293;color:#7a4100}.k-skip{background:#f1f3f4;color:#80868b}"
+    ".k-quiet{color:#c4c7c5}.k-quiet summary{font-weight:400!important}\n"
+    "#summary .fail{background:#f6c7c3}p.legend span{display:inline-block;padding:.1em .5em;margin:0 .3em .3em 0}.count{padding:.1em .4em;margin-right:.3em}\n";
 
 }  // namespace
 
 std::string render_html(const Report& r) {
   std::ostringstream h;
   Summary s = summarize(r.cells);
-  h << html::page_begin("torchconform report");
+  h << html::page_begin("torchconform report", kReportCss);
   h << "<h1>torchconform report</h1>\n<p>";
   h << "tool " << escape(field(r.tool, "version")) << " (commit " << escape(field(r.tool, "git_commit"))
     << "), LibTorch " << escape(field(sub(r.environment, "libtorch"), "version")) << ", started "
@@ -125,7 +240,16 @@ std::string render_html(const Report& r) {
     h << "<span class=\"" << escape(verdict) << "\">" << escape(verdict) << ": " << count << "</span> &nbsp; ";
   }
   h << "total: " << s.total << "</p>\n";
+  summary_section(h, r.cells);
   environment_section(h, r.environment);
+
+  // Each loss chart once, in the section below the matrix; a cell links to its own.
+  std::map<const Cell*, std::string> chart_ids;
+  for (const Cell& c : r.cells) {
+    if (c.expected == Expected::kAny || loss_chart(c).empty()) continue;  // judged cells' curves
+    const std::string id = "loss-" + std::to_string(chart_ids.size() + 1);
+    chart_ids.emplace(&c, id);
+  }
 
   // The matrix, one table per device: recipes (rows) x checks (columns), in report order.
   std::vector<std::string> devices, checks, recipes;
@@ -133,7 +257,10 @@ std::string render_html(const Report& r) {
     if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
   };
   for (const Cell& c : r.cells) add(devices, c.device), add(checks, c.check), add(recipes, c.recipe);
-  h << "<h2>Matrix</h2>\n<p class=\"muted\">Click a verdict for its evidence, metrics and loss curves.</p>\n";
+  h << "<h2>Matrix</h2>\n<p class=\"muted\">One mark per cell: " << kHeld << " the practice held, " << kBroken
+    << " it was broken; the colour says whether that is what the suite expects. Click a mark for its evidence, "
+       "promises and metrics.</p>\n";
+  legend(h);
   if (r.cells.empty()) h << "<p>No cells in this report.</p>\n";
   for (const std::string& d : devices) {
     h << "<h3>device " << escape(d) << "</h3>\n<table class=\"matrix\" data-device=\"" << escape(d)
@@ -141,16 +268,28 @@ std::string render_html(const Report& r) {
     for (const std::string& k : checks) h << "<th>" << escape(k) << "</th>";
     h << "</tr></thead><tbody>\n";
     for (const std::string& rc : recipes) {
-      bool any = false;
-      for (const Cell& c : r.cells) any = any || (c.device == d && c.recipe == rc);
-      if (!any) continue;
-      h << "<tr><th>" << escape(rc) << "</th>";
+      const Cell* first = nullptr;
+      for (const Cell& c : r.cells) {
+        if (c.device == d && c.recipe == rc) {
+          first = &c;
+          break;
+        }
+      }
+      if (first == nullptr) continue;
+      h << "<tr><th class=\"recipe\">" << escape(rc);
+      if (first->role == Role::kSubject) h << "<span class=\"tag\">your recipe</span>";
+      if (first->role == Role::kReference) h << "<span class=\"tag\">reference</span>";
+      h << "</th>";
       for (const std::string& k : checks) {
         auto it = std::find_if(r.cells.begin(), r.cells.end(), [&](const Cell& c) {
           return c.device == d && c.recipe == rc && c.check == k;
         });
-        if (it == r.cells.end()) h << "<td class=\"muted\">&ndash;</td>";
-        else cell_element(h, *it);
+        if (it == r.cells.end()) {
+          h << "<td></td>";
+        } else {
+          auto id = chart_ids.find(&*it);
+          cell_element(h, *it, id == chart_ids.end() ? "" : id->second);
+        }
       }
       h << "</tr>\n";
     }
@@ -159,13 +298,14 @@ std::string render_html(const Report& r) {
 
   // Every compared pair of loss curves at a glance (the same charts are in each cell's details).
   h << "<h2>Loss curves compared</h2>\n<div class=\"curves\" style=\"display:flex;flex-wrap:wrap\">\n";
-  int charts = 0;
   for (const Cell& c : r.cells) {
-    std::string chart = loss_chart(c);
-    if (!chart.empty()) h << chart << '\n', ++charts;
+    auto id = chart_ids.find(&c);
+    if (id == chart_ids.end()) continue;
+    h << "<div id=\"" << id->second << "\" data-check=\"" << escape(c.check) << "\" data-recipe=\"" << escape(c.recipe)
+      << "\" data-device=\"" << escape(c.device) << "\">" << loss_chart(c) << "</div>\n";
   }
   h << "</div>\n";
-  if (charts == 0) h << "<p>none in this report</p>\n";
+  if (chart_ids.empty()) h << "<p>none in this report</p>\n";
 
   h << "<h2>Skipped</h2>\n";
   int skipped = 0;

@@ -82,6 +82,7 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
                "--check", check.name, "--recipe", ctx.recipe, "--seed", std::to_string(ctx.seed),
                "--json", child, "--html", "", "--work-dir", scratch.file("out")};
   if (ctx.quick) spec.argv.push_back("--quick");
+  if (ctx.sweep) spec.argv.push_back("--sweep");
   spec.log_path = log;
   spec.timeout = std::chrono::seconds(env_int("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", 300));
   const dist_launch::Result r = dist_launch::run(spec);

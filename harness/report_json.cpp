@@ -14,6 +14,7 @@ using nlohmann::json;
 json cell_to_json(const Cell& c) {
   return {{"check", c.check},
           {"recipe", c.recipe},
+          {"role", to_string(c.role)},
           {"device", c.device},
           {"expected", to_string(c.expected)},
           {"outcome", to_string(c.outcome)},
@@ -29,6 +30,9 @@ Cell cell_from_json(const json& j) {
   c.recipe = j.at("recipe").get<std::string>();
   c.device = j.at("device").get<std::string>();
   c.expected = expected_from_string(j.at("expected").get<std::string>());
+  // A report written before roles (no "role"): its correct recipes were all the suite's controls.
+  c.role = j.contains("role") ? role_from_string(j["role"].get<std::string>())
+                              : c.expected == Expected::kPass ? Role::kReference : Role::kVariant;
   c.outcome = outcome_from_string(j.at("outcome").get<std::string>());
   c.verdict = verdict_from_string(j.at("verdict").get<std::string>());
   c.evidence = j.at("evidence").get<std::string>();
@@ -52,6 +56,7 @@ json report_to_json(const Report& r) {
   Summary s = summarize(r.cells);
   json summary = s.counts;
   summary["total"] = s.total;
+  summary["by_role"] = s.by_role;
   json j = {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
             {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
             {"summary", summary}};

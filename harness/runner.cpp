@@ -51,6 +51,7 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   cell.check = planned.check->name;
   cell.recipe = planned.recipe->name;
   cell.device = planned.device.name;
+  cell.role = planned.recipe->role();
   cell.expected = registry.expected(cell.check, cell.recipe);
   if (!planned.device.available) {
     cell.verdict = Verdict::kSkipped;
@@ -69,6 +70,8 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   ctx.device = cell.device;
   ctx.seed = plan.seed;
   ctx.quick = plan.quick;
+  ctx.sweep = plan.sweep;
+  ctx.role = cell.role;
   ctx.cuda_present = plan.cuda_present;
   ctx.make_run = planned.recipe->make;
   ctx.work_dir = plan.work_dir;
@@ -94,7 +97,7 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
         cell.metrics["device_label"].is_string()) {
       cell.device = cell.metrics["device_label"].get<std::string>();
     }
-    cell.verdict = judge(cell.expected, cell.outcome);
+    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
     if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
   } catch (const SkipCell& e) {
     cell.verdict = Verdict::kSkipped;
@@ -105,11 +108,11 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   } catch (const std::exception& e) {
     // The recipe threw while being checked: that is the recipe failing, and the error its evidence.
     cell.outcome = Outcome::kFail;
-    cell.verdict = judge(cell.expected, cell.outcome);
+    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
     cell.evidence = std::string("recipe threw: ") + e.what();
   } catch (...) {
     cell.outcome = Outcome::kFail;
-    cell.verdict = judge(cell.expected, cell.outcome);
+    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
     cell.evidence = "recipe threw a non-standard exception";
   }
   cell.duration_s =

@@ -21,10 +21,14 @@ ImageClassifierImpl::ImageClassifierImpl(int64_t num_classes, int64_t image_size
       nn::Sequential(nn::Dropout(dropout), nn::Linear(channels * half * half, num_classes)));
 }
 
+torch::Tensor ImageClassifierImpl::extract_features(const torch::Tensor& x) {
+  return recompute_features && is_training()
+             ? recompute(features_segment, x, features->parameters())  // (B, C, H/2, W/2)
+             : features->forward(x);                                   // (B, C, H/2, W/2)
+}
+
 torch::Tensor ImageClassifierImpl::forward(torch::Tensor x) {
-  x = recompute_features && is_training()
-          ? recompute(features_segment, x, features->parameters())  // (B, C, H/2, W/2)
-          : features->forward(x);                                   // (B, C, H/2, W/2)
+  x = extract_features(x);           // (B, C, H/2, W/2)
   x = x.flatten(/*start_dim=*/1);    // (B, C * H/2 * W/2)
   return classifier->forward(x);     // (B, num_classes)
 }

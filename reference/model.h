@@ -27,6 +27,13 @@ struct ImageClassifierImpl : torch::nn::Module {
 
   torch::nn::Sequential features{nullptr};    // Conv-BN-ReLU-MaxPool
   torch::nn::Sequential classifier{nullptr};  // Dropout-Linear
+
+ protected:
+  // The feature extractor's step, (B, 3, H, W) -> (B, C, H/2, W/2), with activation checkpointing
+  // when the recipe asks for it (recompute_features, in training). A derived model that replaces
+  // forward calls this rather than features->forward, so the option is kept
+  // (reference/derived_model.h).
+  torch::Tensor extract_features(const torch::Tensor& x);
 };
 TORCH_MODULE(ImageClassifier);
 

@@ -153,7 +153,7 @@ def cmd_merge(out, parts):
     merged["run"]["ended_at"] = runs[-1]["ended_at"]
     # One `run --check C` per check (each with its own time limit): their command lines.
     merged["run"]["parts"] = [r["argv"] for r in runs]
-    counts = {v: 0 for v in ("ok", "missed", "false_alarm", "error", "skipped")}
+    counts = {v: 0 for v in ("ok", "missed", "false_alarm", "fail", "error", "skipped")}
     for c in merged["cells"]:
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     counts["total"] = len(merged["cells"])
@@ -268,7 +268,7 @@ def cmd_summary(outdir, statedir, bundle):
             lines.append("  %-20s %s" % (check, ", ".join("%s %d" % kv for kv in sorted(counts.items()))))
         bad = [c for c in run["cells"] if c["verdict"] not in ("ok", "skipped")]
         skipped = [c for c in run["cells"] if c["verdict"] == "skipped"]
-        lines += ["", "Cells not ok (missed / false_alarm / error): %d" % len(bad)]
+        lines += ["", "Cells not ok (missed / false_alarm / fail / error): %d" % len(bad)]
         for c in bad:
             lines.append("  %s  %s x %s on %s: expected %s, outcome %s" % (
                 c["verdict"].upper(), c["check"], c["recipe"], (c.get("metrics") or {}).get("device_label", c["device"]),

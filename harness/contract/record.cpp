@@ -3,6 +3,10 @@
 #include <stdexcept>
 
 namespace tc {
+namespace {
+constexpr Verdict kVerdicts[] = {Verdict::kOk,    Verdict::kMissed,  Verdict::kFalseAlarm,
+                                 Verdict::kError, Verdict::kSkipped, Verdict::kFail};
+}  // namespace
 
 const char* to_string(Expected e) {
   switch (e) {
@@ -29,6 +33,16 @@ const char* to_string(Verdict v) {
     case Verdict::kFalseAlarm: return "false_alarm";
     case Verdict::kError: return "error";
     case Verdict::kSkipped: return "skipped";
+    case Verdict::kFail: return "fail";
+  }
+  return "?";
+}
+
+const char* to_string(Role r) {
+  switch (r) {
+    case Role::kReference: return "reference";
+    case Role::kVariant: return "variant";
+    case Role::kSubject: return "subject";
   }
   return "?";
 }
@@ -48,18 +62,26 @@ Outcome outcome_from_string(const std::string& s) {
 }
 
 Verdict verdict_from_string(const std::string& s) {
-  for (Verdict v : {Verdict::kOk, Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError,
-                    Verdict::kSkipped}) {
+  for (Verdict v : kVerdicts) {
     if (s == to_string(v)) return v;
   }
   throw std::invalid_argument("unknown verdict '" + s + "'");
 }
 
-Verdict judge(Expected expected, Outcome outcome) {
+Role role_from_string(const std::string& s) {
+  for (Role r : {Role::kReference, Role::kVariant, Role::kSubject}) {
+    if (s == to_string(r)) return r;
+  }
+  throw std::invalid_argument("unknown role '" + s + "' (reference, variant, subject)");
+}
+
+Verdict judge(Expected expected, Outcome outcome, Role role) {
   if (outcome == Outcome::kNone) return Verdict::kError;
   switch (expected) {
     case Expected::kAny: return Verdict::kOk;
-    case Expected::kPass: return outcome == Outcome::kPass ? Verdict::kOk : Verdict::kFalseAlarm;
+    case Expected::kPass:
+      if (outcome == Outcome::kPass) return Verdict::kOk;
+      return role == Role::kSubject ? Verdict::kFail : Verdict::kFalseAlarm;
     case Expected::kFail: return outcome == Outcome::kFail ? Verdict::kOk : Verdict::kMissed;
   }
   return Verdict::kError;
@@ -67,11 +89,17 @@ Verdict judge(Expected expected, Outcome outcome) {
 
 Summary summarize(const std::vector<Cell>& cells) {
   Summary s;
-  for (Verdict v : {Verdict::kOk, Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError,
-                    Verdict::kSkipped}) {
-    s.counts[to_string(v)] = 0;
+  for (Verdict v : kVerdicts) s.counts[to_string(v)] = 0;
+  for (const Cell& c : cells) {
+    ++s.counts[to_string(c.verdict)];
+    auto [it, fresh] = s.by_role.try_emplace(to_string(c.role));
+    if (fresh) {
+      for (Verdict v : kVerdicts) it->second[to_string(v)] = 0;
+      it->second["total"] = 0;
+    }
+    ++it->second[to_string(c.verdict)];
+    ++it->second["total"];
   }
-  for (const Cell& c : cells) ++s.counts[to_string(c.verdict)];
   s.total = static_cast<int>(cells.size());
   return s;
 }

@@ -13,26 +13,35 @@ namespace tc {
 
 enum class Expected { kPass, kFail, kAny };
 enum class Outcome { kPass, kFail, kNone };  // kNone: the check did not get to an outcome
-enum class Verdict { kOk, kMissed, kFalseAlarm, kError, kSkipped };
+enum class Verdict { kOk, kMissed, kFalseAlarm, kError, kSkipped, kFail };
+// Whose recipe a cell ran. The suite's own recipes are its controls: its reference (registered
+// with ->Control(): it must pass) and its broken variants (->MustBeCaughtBy: they must be caught).
+// Any other recipe is a subject under test, a user's code: its result is the finding itself.
+enum class Role { kReference, kVariant, kSubject };
 
 const char* to_string(Expected e);
 const char* to_string(Outcome o);
 const char* to_string(Verdict v);
+const char* to_string(Role r);
 Expected expected_from_string(const std::string& s);
 Outcome outcome_from_string(const std::string& s);
 Verdict verdict_from_string(const std::string& s);
+Role role_from_string(const std::string& s);
 
 // The verdict of a cell that ran to an outcome. Pure: the whole verdict logic of DESIGN.md.
 //   expected pass, outcome pass -> ok       expected fail, outcome fail -> ok
-//   expected pass, outcome fail -> false_alarm
+//   expected pass, outcome fail -> false_alarm (the suite's reference)
+//                                  fail        (a subject: the user's recipe breaks the practice)
 //   expected fail, outcome pass -> missed   (the check has no teeth for that variant)
 //   expected any                -> ok       (recorded, not judged)
-Verdict judge(Expected expected, Outcome outcome);
+//   outcome none                -> error
+Verdict judge(Expected expected, Outcome outcome, Role role);
 
 struct Cell {
   std::string check;
   std::string recipe;
   std::string device;
+  Role role = Role::kReference;
   Expected expected = Expected::kAny;
   Outcome outcome = Outcome::kNone;
   Verdict verdict = Verdict::kError;
@@ -53,6 +62,8 @@ struct BenchmarkRecord {
 struct Summary {
   std::map<std::string, int> counts;  // verdict name -> count; every verdict present
   int total = 0;
+  // role name -> verdict name -> count, and "total"; only the roles that have cells
+  std::map<std::string, std::map<std::string, int>> by_role;
 };
 
 Summary summarize(const std::vector<Cell>& cells);

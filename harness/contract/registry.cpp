@@ -112,6 +112,10 @@ RecipeBuilder* RecipeBuilder::Needs(const std::string& what) {
   info().needs = what;
   return this;
 }
+RecipeBuilder* RecipeBuilder::Control() {
+  info().control = true;
+  return this;
+}
 
 namespace detail {
 

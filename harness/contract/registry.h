@@ -11,9 +11,11 @@
 //   TC_CHECK(my_check, "what it promises")->Promise("bitwise", "two runs are bitwise equal")
 //       ->Timeout(900);                     // ->MultiProcess(2) ->RunsAlone() ->CorrectRecipesOnly()
 //
-// A recipe is a tc::Run subclass (harness/contract/run.h). A broken variant names the checks that
-// must catch it, and what it needs to be caught:
+// A recipe is a tc::Run subclass (harness/contract/run.h). The suite's own correct recipe is a
+// control (->Control()); a user's recipe registered without attributes is a subject under test.
+// A broken variant names the checks that must catch it, and what it needs to be caught:
 //
+//   TC_RECIPE(ReferenceRecipe, "reference", "the correct recipe")->Control();
 //   TC_RECIPE(NoSeed, "no_seed", "never calls seed_everything")->MustBeCaughtBy({"reproducibility"});
 //   TC_RECIPE(MixedDevices, "mixed_devices", "...")->MustBeCaughtBy({"device_agnostic"})->Needs("cuda");
 //
@@ -45,6 +47,8 @@ struct CheckContext {
   bool quick = false;
   bool cuda_present = false;  // the machine has a usable CUDA device (whatever the cell's device)
   bool recipe_is_variant = false;  // the recipe is a broken variant (it declares checks that catch it)
+  Role role = Role::kReference;  // whose recipe: the suite's reference, a variant, a subject (record.h)
+  bool sweep = false;  // `run --sweep`: costly sweeps a check runs for the reference only, for every recipe
   Expected expected = Expected::kAny;  // what this cell is expected to give (pass, fail, any)
   RunFactory make_run;
   // A multi-process check's worker: a directory every rank of this cell shares (same path).
@@ -121,8 +125,12 @@ struct RecipeInfo {
   // "cuda": the broken practice can only show where a CUDA device exists (on a machine with one
   // device kind every tensor is on it); elsewhere its targeted cells are skipped with that reason.
   std::string needs;
+  // The suite's own correct recipe (->Control()): a control that must pass, so its failing cell is
+  // the suite's false alarm. A correct recipe without it is a subject under test (a user's code).
+  bool control = false;
 
   bool is_variant() const { return !targets.empty(); }
+  Role role() const { return is_variant() ? Role::kVariant : control ? Role::kReference : Role::kSubject; }
 };
 
 class Registry {
@@ -182,6 +190,8 @@ class RecipeBuilder {
   // "cuda": the broken practice can only show where a CUDA device exists; elsewhere its targeted
   // cells are skipped with that reason.
   RecipeBuilder* Needs(const std::string& what);
+  // The suite's own correct recipe, a control (see RecipeInfo::control); users' recipes omit it.
+  RecipeBuilder* Control();
 
  private:
   RecipeInfo& info();

@@ -8,6 +8,7 @@
 //     TC_APPROVE=1 ctest --test-dir build -R Approval
 //     git diff harness/tests/approved/
 #include <cstdlib>
+#include <tuple>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -97,18 +98,39 @@ Report fixed_report() {
                               "loss curves, parameters and eval metrics bitwise equal",
                               {{"loss_curve_a", {2.30, 2.10, 1.90, 1.70}}, {"loss_curve_b", {2.30, 2.10, 1.90, 1.70}},
                                {"first_divergence_step", nullptr}}));
+  r.cells.back().role = Role::kReference;
   r.cells.push_back(make_cell("reproducibility", "no_seed", "cpu", Expected::kFail, Outcome::kFail, Verdict::kOk,
                               "loss curves diverge at step 0 <b>&</b>",
                               {{"loss_curve_a", {2.30, 2.10, 1.90, 1.70}}, {"loss_curve_b", {2.35, 2.05, 1.95, 1.60}},
                                {"first_divergence_step", 0}}));
+  r.cells.back().role = Role::kVariant;
   r.cells.push_back(make_cell("resume_equality", "no_rng_state", "cpu", Expected::kFail, Outcome::kPass,
                               Verdict::kMissed, "resumed run matched the straight run",
                               {{"loss_curve_straight", {1.0, 0.9, 0.8}}, {"loss_curve_resumed", {1.0, 0.9, 0.85}},
                                {"first_divergence_step", 2}, {"resume_at", 1}}));
+  r.cells.back().role = Role::kVariant;
   r.cells.push_back(make_cell("reproducibility", "reference", "cuda", Expected::kPass, Outcome::kNone,
                               Verdict::kSkipped, "no CUDA device", nlohmann::json::object()));
   r.benchmarks.push_back(rec("reference/train_step", "ms", {12.0, 12.5, 11.8, 12.2, 12.1}));
   r.benchmarks.push_back(rec("loader/throughput", "samples/s", {900, 950, 925, 940, 910}));
+  return r;
+}
+
+// The fixed report with a user's recipe in it (a subject under test: one cell failing, one passing)
+// and a broken variant's cell that is recorded, not judged.
+Report report_with_subject() {
+  Report r = fixed_report();
+  r.cells.push_back(make_cell("reproducibility", "team_mlp", "cpu", Expected::kPass, Outcome::kFail, Verdict::kFail,
+                              "loss curves diverge at step 3",
+                              {{"loss_curve_a", {1.0, 0.9, 0.8, 0.7}}, {"loss_curve_b", {1.0, 0.9, 0.8, 0.75}},
+                               {"first_divergence_step", 3}}));
+  r.cells.back().role = Role::kSubject;
+  r.cells.push_back(make_cell("resume_equality", "team_mlp", "cpu", Expected::kPass, Outcome::kPass, Verdict::kOk,
+                              "resumed run equals the straight run", nlohmann::json::object()));
+  r.cells.back().role = Role::kSubject;
+  r.cells.push_back(make_cell("resume_equality", "no_seed", "cpu", Expected::kAny, Outcome::kPass, Verdict::kOk,
+                              "resumed run equals the straight run", nlohmann::json::object()));
+  r.cells.back().role = Role::kVariant;
   return r;
 }
 
@@ -125,9 +147,11 @@ Report slower_report() {
   return r;
 }
 
-TEST(Approval, ReportJson) { expect_approved("report.approved.json", report_to_json(fixed_report()).dump(2) + "\n"); }
+TEST(Approval, ReportJson) {
+  expect_approved("report.approved.json", report_to_json(report_with_subject()).dump(2) + "\n");
+}
 
-TEST(Approval, ReportHtml) { expect_approved("report.approved.html", render_html(fixed_report())); }
+TEST(Approval, ReportHtml) { expect_approved("report.approved.html", render_html(report_with_subject())); }
 
 TEST(Approval, CompareText) {
   Comparison c = compare_reports(fixed_report(), slower_report(), CompareOptions{}, "base.json", "new.json");
@@ -148,11 +172,64 @@ TEST(Approval, TrendTextAndHtml) {
 }
 
 TEST(Approval, ConsoleMatrix) {
-  const Report r = fixed_report();
+  const Report r = report_with_subject();
   std::ostringstream os;
   for (size_t i = 0; i < r.cells.size(); ++i) print_cell_line(os, r.cells[i], i, r.cells.size());
   print_summary(os, r.cells);
   expect_approved("console.approved.txt", os.str());
+}
+
+// Every verdict name, starred and bracketed, under check names shorter than any of them: each
+// matrix row keeps the header's columns, and each progress line puts the check at the same column.
+TEST(Console, ColumnsStayAlignedForEveryVerdictName) {
+  std::vector<Cell> cells;
+  const std::vector<std::tuple<Verdict, Expected, Role>> kinds = {
+      {Verdict::kFalseAlarm, Expected::kPass, Role::kReference}, {Verdict::kFail, Expected::kPass, Role::kSubject},
+      {Verdict::kMissed, Expected::kFail, Role::kVariant},       {Verdict::kError, Expected::kFail, Role::kVariant},
+      {Verdict::kSkipped, Expected::kFail, Role::kVariant},      {Verdict::kOk, Expected::kAny, Role::kVariant},
+      {Verdict::kError, Expected::kAny, Role::kVariant},         {Verdict::kSkipped, Expected::kAny, Role::kVariant},
+      {Verdict::kOk, Expected::kPass, Role::kSubject}};
+  int i = 0;
+  for (const auto& [v, e, role] : kinds) {
+    for (const char* check : {"a", "bb", "a_much_longer_check_name"}) {
+      Cell c = make_cell(check, "r" + std::to_string(i), "cpu", e, Outcome::kFail, v, "x", nlohmann::json::object());
+      c.role = role;
+      cells.push_back(c);
+    }
+    ++i;
+  }
+  std::ostringstream os;
+  for (size_t k = 0; k < cells.size(); ++k) print_cell_line(os, cells[k], k, cells.size());
+  print_summary(os, cells);
+  std::istringstream in(os.str());
+  std::string line, header;
+  std::vector<size_t> starts;   // where each column of the matrix starts, from its header
+  size_t rows = 0, check_at = std::string::npos;
+  while (std::getline(in, line)) {
+    if (line.rfind("[", 0) == 0) {  // a progress line: the check name at one column for every verdict
+      const size_t at = line.find_first_not_of(' ', line.find(']') + 1);
+      const size_t name = line.find(' ', at);
+      const size_t check = line.find_first_not_of(' ', name);
+      if (check_at == std::string::npos) check_at = check;
+      EXPECT_EQ(check, check_at) << line;
+      EXPECT_GT(check, name) << line;
+    } else if (line.rfind("recipe ", 0) == 0) {
+      header = line;
+      for (size_t k = 1; k < line.size(); ++k) {
+        if (line[k] != ' ' && line[k - 1] == ' ') starts.push_back(k);
+      }
+      ASSERT_EQ(starts.size(), 3u) << line;
+    } else if (!header.empty() && line.rfind("r", 0) == 0) {  // a matrix row
+      ++rows;
+      EXPECT_EQ(line.size(), header.size()) << line;
+      for (size_t k : starts) {
+        ASSERT_LT(k, line.size()) << line;
+        EXPECT_EQ(line[k - 1], ' ') << "column at " << k << " runs into the previous one: " << line;
+        EXPECT_NE(line[k], ' ') << "column at " << k << " is shifted: " << line;
+      }
+    }
+  }
+  EXPECT_EQ(rows, kinds.size());
 }
 
 // A registry of its own: the catalogue of `list` and `list --json` with every attribute shown.
@@ -187,6 +264,8 @@ Registry fixed_registry() {
     return r;
   };
   reg.add_recipe(recipe("reference", "every practice done right", {}, ""));
+  reg.find_recipe("reference")->control = true;
+  reg.add_recipe(recipe("team_mlp", "a user's own recipe", {}, ""));
   reg.add_recipe(recipe("no_seed", "never seeds", {"reproducibility"}, ""));
   reg.add_recipe(recipe("mixed_devices", "a tensor left on the CPU", {"distributed", "reproducibility"}, "cuda"));
   return reg;

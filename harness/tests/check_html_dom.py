@@ -5,8 +5,9 @@
 
 Passes when Chromium's DOM (--dump-dom, i.e. after the browser parsed the page) holds one cell
 element (class "cell", data-check / data-recipe / data-device) for every cell of the JSON with the
-same verdict, an inline SVG loss chart for every cell whose metrics hold loss curves, a row for
-every benchmark, and no external resource (the page is self-contained). Then it takes a screenshot
+same verdict and role, one mark per cell, for every judged cell whose metrics hold loss curves a
+link from the cell to an inline SVG loss chart of that same cell (each chart once, below the matrix),
+a row for every benchmark, and no external resource (the page is self-contained). Then it takes a screenshot
 (--screenshot) for people to look at. Chromium missing is a FAILURE, not a skip: CI installs it
 (Debian package `chromium`, in TC_DEBS of ci/common.sh).
 """
@@ -23,11 +24,19 @@ class Dom(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.cells = {}
+        self.roles = {}
+        self.marks = {}
         self.bench_rows = set()
+        self.links = {}        # cell -> the ids it links to
+        self.charts = {}       # chart id -> the cell its data-* name
+        self.svg_charts = set()  # chart ids holding an svg.chart
         self.svgs_in_cells = set()
         self.external = []
         self._open_cell = None
         self._depth = 0
+        self._open_chart = None
+        self._chart_depth = 0
+        self._summary_of = None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -40,7 +49,16 @@ class Dom(html.parser.HTMLParser):
         if tag == "td" and "cell" in classes and "data-check" in a:
             key = (a["data-check"], a["data-recipe"], a["data-device"])
             self.cells[key] = a.get("data-verdict")
+            self.roles[key] = a.get("data-role")
             self._open_cell, self._depth = key, 0
+        if tag == "div" and (a.get("id") or "").startswith("loss-") and "data-check" in a:
+            self.charts[a["id"]] = (a["data-check"], a["data-recipe"], a["data-device"])
+            self._open_chart, self._chart_depth = a["id"], 0
+        if self._open_chart is not None:
+            if tag == "div":
+                self._chart_depth += 1
+            if tag == "svg" and "chart" in classes:
+                self.svg_charts.add(self._open_chart)
         if "bench" in classes and "data-name" in a:
             self.bench_rows.add((a["data-name"], a.get("data-device")))
         if self._open_cell is not None:
@@ -48,8 +66,23 @@ class Dom(html.parser.HTMLParser):
                 self._depth += 1
             if tag == "svg" and "chart" in classes:
                 self.svgs_in_cells.add(self._open_cell)
+            if tag == "a" and (a.get("href") or "").startswith("#"):
+                self.links.setdefault(self._open_cell, []).append(a["href"][1:])
+            if tag == "summary" and self._open_cell not in self.marks:
+                self._summary_of = self._open_cell
+                self.marks[self._open_cell] = ""
+
+    def handle_data(self, data):
+        if self._summary_of is not None:
+            self.marks[self._summary_of] += data
 
     def handle_endtag(self, tag):
+        if tag == "summary":
+            self._summary_of = None
+        if self._open_chart is not None and tag == "div":
+            self._chart_depth -= 1
+            if self._chart_depth <= 0:
+                self._open_chart = None
         if self._open_cell is not None and tag == "td":
             self._depth -= 1
             if self._depth <= 0:
@@ -97,9 +130,19 @@ def main():
             problems.append("cell %s missing from the DOM" % (key,))
         elif parser.cells[key] != c["verdict"]:
             problems.append("cell %s shows %s, the JSON says %s" % (key, parser.cells[key], c["verdict"]))
+        elif "role" in c and parser.roles.get(key) != c["role"]:
+            problems.append("cell %s shows role %s, the JSON says %s" % (key, parser.roles.get(key), c["role"]))
+        elif len(parser.marks.get(key, "").strip()) != 1:
+            problems.append("cell %s shows %r, not one mark" % (key, parser.marks.get(key)))
         m = c.get("metrics", {})
-        if any(k in m for k in ("loss_curve_a", "loss_curve_straight")) and key not in parser.svgs_in_cells:
-            problems.append("cell %s has loss curves but no SVG chart" % (key,))
+        judged = c["expected"] != "any"  # a cell recorded, not judged, keeps its curves in the JSON only
+        if judged and any(k in m for k in ("loss_curve_a", "loss_curve_straight")):
+            charts = [i for i in parser.links.get(key, []) if parser.charts.get(i) == key and i in parser.svg_charts]
+            if not charts:
+                problems.append("cell %s has loss curves but no link to an SVG chart of its own" % (key,))
+    if parser.svgs_in_cells:
+        problems.append("%d cells carry a chart inline (each chart belongs once, below the matrix)"
+                        % len(parser.svgs_in_cells))
     for b in report["benchmarks"]:
         if (b["name"], b["device"]) not in parser.bench_rows:
             problems.append("benchmark %s/%s missing from the DOM" % (b["name"], b["device"]))
@@ -117,8 +160,9 @@ def main():
         print("FAIL:", p)
     if problems:
         return 1
-    print("ok: %d cells, %d with loss charts, %d benchmarks in the DOM; screenshot %s" %
-          (len(parser.cells), len(parser.svgs_in_cells), len(parser.bench_rows), os.path.abspath(screenshot)))
+    print("ok: %d cells, %d loss charts, %d benchmarks in the DOM; page %d bytes; screenshot %s" %
+          (len(parser.cells), len(parser.svg_charts), len(parser.bench_rows), os.path.getsize(report_html),
+           os.path.abspath(screenshot)))
     return 0
 
 

@@ -101,6 +101,17 @@ TEST(Compare, SkippedToErrorIsWorseAndANewFailingCellCounts) {
   EXPECT_EQ(c.worse_cells(), 2);
 }
 
+// A user's recipe that starts failing a check (verdict fail) got worse like any other cell.
+TEST(Compare, ASubjectThatStartsFailingIsWorse) {
+  Report a, b;
+  a.cells = {cell("reproducibility", "team_mlp", Verdict::kOk)};
+  b.cells = {cell("reproducibility", "team_mlp", Verdict::kFail), cell("eval_mode", "team_mlp", Verdict::kFail)};
+  Comparison c = compare_reports(a, b, {});
+  EXPECT_EQ(c.worse_cells(), 2);
+  EXPECT_EQ(exit_code_for(c), 1);
+  EXPECT_EQ(compare_reports(b, a, {}).worse_cells(), 0);  // fail -> ok is better
+}
+
 TEST(Compare, EnvironmentDiffNamesTheChangedKeys) {
   nlohmann::json a = {{"gpu", {{"cuda_driver", "12.4"}, {"devices", {{{"name", "A100"}}}}}},
                       {"cpu", {{"flags", {"avx2", "fma"}}}}, {"libtorch", {{"version", "2.11.0"}}}};

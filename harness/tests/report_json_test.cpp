@@ -24,6 +24,7 @@ Report sample_report() {
   c.check = "reproducibility";
   c.recipe = "no_seed";
   c.device = "cpu";
+  c.role = Role::kVariant;
   c.expected = Expected::kFail;
   c.outcome = Outcome::kFail;
   c.verdict = Verdict::kOk;
@@ -54,6 +55,45 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.cells[0].expected, Expected::kFail);
   EXPECT_EQ(back.cells[0].metrics["loss_curve_a"][1], 1.25);
   EXPECT_EQ(back.benchmarks[0].samples.size(), 3u);
+}
+
+TEST(ReportJson, ASubjectsCellKeepsItsRoleAndTheSummaryCountsRolesApart) {
+  Report r = sample_report();
+  Cell mine = r.cells[0];
+  mine.recipe = "team_mlp";
+  mine.role = Role::kSubject;
+  mine.expected = Expected::kPass;
+  mine.verdict = Verdict::kFail;
+  r.cells.push_back(mine);
+  nlohmann::json j = report_to_json(r);
+  EXPECT_EQ(j["cells"][2]["role"], "subject");
+  EXPECT_EQ(j["cells"][2]["verdict"], "fail");
+  EXPECT_EQ(j["summary"]["fail"], 1);
+  EXPECT_EQ(j["summary"]["by_role"]["subject"]["fail"], 1);
+  EXPECT_EQ(j["summary"]["by_role"]["subject"]["total"], 1);
+  EXPECT_EQ(j["summary"]["by_role"]["variant"]["total"], 2);
+  EXPECT_FALSE(j["summary"]["by_role"].contains("reference"));
+  Report back = report_from_json(j);
+  EXPECT_EQ(back.cells[2].role, Role::kSubject);
+  EXPECT_EQ(back.cells[2].verdict, Verdict::kFail);
+  j.erase("sha256");
+  j["cells"][2]["role"] = "user";
+  EXPECT_THROW(report_from_json(j), ReportFormatError);
+}
+
+// A report written before roles has none: its correct recipes were the suite's controls.
+TEST(ReportJson, AReportWithoutRolesIsReadWithTheRolesItWasJudgedBy) {
+  Report r = sample_report();
+  r.cells[1].recipe = "reference";
+  r.cells[1].expected = Expected::kPass;
+  nlohmann::json j = report_to_json(r);
+  j.erase("sha256");
+  for (auto& c : j["cells"]) c.erase("role");
+  j["summary"].erase("by_role");
+  j["summary"].erase("fail");
+  Report back = report_from_json(j);
+  EXPECT_EQ(back.cells[0].role, Role::kVariant);
+  EXPECT_EQ(back.cells[1].role, Role::kReference);
 }
 
 TEST(ReportJson, Sha256FieldCatchesAnEditAndAnUnknownFieldIsRefused) {

@@ -8,13 +8,33 @@ namespace tc {
 namespace {
 
 TEST(Verdict, JudgeCoversEveryExpectedOutcomePair) {
-  EXPECT_EQ(judge(Expected::kPass, Outcome::kPass), Verdict::kOk);
-  EXPECT_EQ(judge(Expected::kPass, Outcome::kFail), Verdict::kFalseAlarm);
-  EXPECT_EQ(judge(Expected::kFail, Outcome::kFail), Verdict::kOk);
-  EXPECT_EQ(judge(Expected::kFail, Outcome::kPass), Verdict::kMissed);
-  EXPECT_EQ(judge(Expected::kAny, Outcome::kPass), Verdict::kOk);
-  EXPECT_EQ(judge(Expected::kAny, Outcome::kFail), Verdict::kOk);
-  EXPECT_EQ(judge(Expected::kPass, Outcome::kNone), Verdict::kError);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kPass, Role::kReference), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kFail, Role::kReference), Verdict::kFalseAlarm);
+  EXPECT_EQ(judge(Expected::kFail, Outcome::kFail, Role::kVariant), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kFail, Outcome::kPass, Role::kVariant), Verdict::kMissed);
+  EXPECT_EQ(judge(Expected::kAny, Outcome::kPass, Role::kVariant), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kAny, Outcome::kFail, Role::kVariant), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kNone, Role::kReference), Verdict::kError);
+}
+
+// A subject (a user's recipe) failing is the finding itself, not the suite's false alarm.
+TEST(Verdict, ASubjectFailingIsFailAndPassingIsOk) {
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kFail, Role::kSubject), Verdict::kFail);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kPass, Role::kSubject), Verdict::kOk);
+  EXPECT_EQ(judge(Expected::kPass, Outcome::kNone, Role::kSubject), Verdict::kError);
+  EXPECT_STREQ(to_string(Verdict::kFail), "fail");
+  EXPECT_EQ(verdict_from_string("fail"), Verdict::kFail);
+  for (Role r : {Role::kReference, Role::kVariant, Role::kSubject}) EXPECT_EQ(role_from_string(to_string(r)), r);
+  EXPECT_THROW(role_from_string("user"), std::invalid_argument);
+}
+
+TEST(Verdict, TheRoleOfARecipeIsItsRegistration) {
+  RecipeInfo r;
+  EXPECT_EQ(r.role(), Role::kSubject);  // registered with no attribute: a user's recipe
+  r.control = true;
+  EXPECT_EQ(r.role(), Role::kReference);
+  r.targets = {"reproducibility"};
+  EXPECT_EQ(r.role(), Role::kVariant);
 }
 
 TEST(Verdict, ExitCodeIsOneForAnythingButOkOrSkipped) {
@@ -22,7 +42,7 @@ TEST(Verdict, ExitCodeIsOneForAnythingButOkOrSkipped) {
   cells[0].verdict = Verdict::kOk;
   cells[1].verdict = Verdict::kSkipped;
   EXPECT_EQ(exit_code_for(cells), 0);
-  for (Verdict bad : {Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kError}) {
+  for (Verdict bad : {Verdict::kMissed, Verdict::kFalseAlarm, Verdict::kFail, Verdict::kError}) {
     cells[1].verdict = bad;
     EXPECT_EQ(exit_code_for(cells), 1) << to_string(bad);
   }
@@ -38,7 +58,26 @@ TEST(Verdict, SummaryCountsEveryVerdict) {
   EXPECT_EQ(s.counts.at("ok"), 2);
   EXPECT_EQ(s.counts.at("missed"), 1);
   EXPECT_EQ(s.counts.at("skipped"), 0);
-  EXPECT_EQ(s.counts.size(), 5u);
+  EXPECT_EQ(s.counts.at("fail"), 0);
+  EXPECT_EQ(s.counts.size(), 6u);
+}
+
+TEST(Verdict, SummaryCountsTheRolesApart) {
+  std::vector<Cell> cells(4);
+  cells[0].role = Role::kReference, cells[0].verdict = Verdict::kOk;
+  cells[1].role = Role::kVariant, cells[1].verdict = Verdict::kOk;
+  cells[2].role = Role::kSubject, cells[2].verdict = Verdict::kFail;
+  cells[3].role = Role::kSubject, cells[3].verdict = Verdict::kOk;
+  Summary s = summarize(cells);
+  EXPECT_EQ(s.counts.at("fail"), 1);
+  EXPECT_EQ(s.by_role.at("subject").at("fail"), 1);
+  EXPECT_EQ(s.by_role.at("subject").at("ok"), 1);
+  EXPECT_EQ(s.by_role.at("subject").at("total"), 2);
+  EXPECT_EQ(s.by_role.at("reference").at("total"), 1);
+  EXPECT_EQ(s.by_role.at("reference").at("fail"), 0);
+  EXPECT_EQ(s.by_role.at("variant").at("ok"), 1);
+  cells.pop_back(), cells.pop_back();
+  EXPECT_EQ(summarize(cells).by_role.count("subject"), 0u);  // only the roles that have cells
 }
 
 // A registry whose checks never touch a recipe: the runner's own logic in isolation.
@@ -55,8 +94,9 @@ class RunnerTest : public ::testing::Test {
                    [](const CheckContext&) -> CheckResult { throw HarnessError("disk full"); }, "t", 4});
     reg.add_check({"skips", "p",
                    [](const CheckContext&) -> CheckResult { throw SkipCell("needs 2 GPUs"); }, "t", 5});
-    reg.add_recipe({"reference", "ok", {}, none, "t", 6});
+    reg.add_recipe({"reference", "ok", {}, none, "t", 6, "", /*control=*/true});
     reg.add_recipe({"variant", "broken", {"fails", "passes"}, none, "t", 7});
+    reg.add_recipe({"mine", "a user's recipe", {}, none, "t", 8});
     plan.devices = {{"cpu", true, ""}};
   }
   Cell only(const std::string& check, const std::string& recipe) {
@@ -73,7 +113,7 @@ class RunnerTest : public ::testing::Test {
 TEST_F(RunnerTest, CrossesChecksRecipesAndDevices) {
   plan.devices = {{"cpu", true, ""}, {"cuda", false, "no CUDA device"}};
   auto cells = run_cells(reg, plan);
-  EXPECT_EQ(cells.size(), 5u * 2u * 2u);
+  EXPECT_EQ(cells.size(), 5u * 3u * 2u);
 }
 
 TEST_F(RunnerTest, ReferencePassingIsOkAndFailingIsFalseAlarm) {
@@ -81,6 +121,40 @@ TEST_F(RunnerTest, ReferencePassingIsOkAndFailingIsFalseAlarm) {
   Cell c = only("fails", "reference");
   EXPECT_EQ(c.verdict, Verdict::kFalseAlarm);
   EXPECT_EQ(c.evidence, "broke");
+}
+
+TEST_F(RunnerTest, ASubjectFailingIsFailNotAFalseAlarm) {
+  Cell ok = only("passes", "mine");
+  EXPECT_EQ(ok.role, Role::kSubject);
+  EXPECT_EQ(ok.verdict, Verdict::kOk);
+  Cell c = only("fails", "mine");
+  EXPECT_EQ(c.role, Role::kSubject);
+  EXPECT_EQ(c.expected, Expected::kPass);
+  EXPECT_EQ(c.verdict, Verdict::kFail);
+  EXPECT_EQ(c.evidence, "broke");
+  EXPECT_EQ(exit_code_for({c}), 1);
+  Cell t = only("throws", "mine");
+  EXPECT_EQ(t.verdict, Verdict::kFail);
+  EXPECT_NE(t.evidence.find("boom in recipe"), std::string::npos);
+  EXPECT_EQ(only("fails", "reference").role, Role::kReference);
+  EXPECT_EQ(only("fails", "variant").role, Role::kVariant);
+}
+
+// The check reads the recipe's role and `run --sweep` from its context.
+TEST_F(RunnerTest, TheCheckSeesTheRoleAndTheSweepFlag) {
+  std::vector<std::pair<Role, bool>> seen;
+  reg.add_check({"records", "p",
+                 [&seen](const CheckContext& ctx) {
+                   seen.emplace_back(ctx.role, ctx.sweep);
+                   return CheckResult::pass("held");
+                 },
+                 "t", 9});
+  only("records", "mine");
+  plan.sweep = true;
+  only("records", "reference");
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0], std::make_pair(Role::kSubject, false));
+  EXPECT_EQ(seen[1], std::make_pair(Role::kReference, true));
 }
 
 TEST_F(RunnerTest, VariantPassingATargetedCheckIsMissed) {
@@ -110,7 +184,7 @@ TEST_F(RunnerTest, UnavailableDeviceGivesSkippedCellsWithTheReason) {
   plan.devices = {{"cuda", false, "no CUDA device: test"}};
   plan.checks = {"passes"};
   auto cells = run_cells(reg, plan);
-  ASSERT_EQ(cells.size(), 2u);
+  ASSERT_EQ(cells.size(), 3u);
   for (const Cell& c : cells) {
     EXPECT_EQ(c.verdict, Verdict::kSkipped);
     EXPECT_EQ(c.evidence, "no CUDA device: test");
@@ -131,11 +205,11 @@ TEST_F(RunnerTest, UnknownFilterNamesAreRefusedWithTheKnownOnes) {
 TEST_F(RunnerTest, ProgressCallbacksSeeEveryCell) {
   size_t started = 0, done = 0;
   RunCallbacks cb;
-  cb.on_start = [&](const PlannedCell&, size_t, size_t total) { ++started; EXPECT_EQ(total, 10u); };
+  cb.on_start = [&](const PlannedCell&, size_t, size_t total) { ++started; EXPECT_EQ(total, 15u); };
   cb.on_done = [&](const Cell&, size_t, size_t) { ++done; };
   run_cells(reg, plan, cb);
-  EXPECT_EQ(started, 10u);
-  EXPECT_EQ(done, 10u);
+  EXPECT_EQ(started, 15u);
+  EXPECT_EQ(done, 15u);
 }
 
 // Multi-process checks are a runner feature: outside torchrun the runner launches them, never calls

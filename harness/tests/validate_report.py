@@ -17,14 +17,27 @@ def problems(schema, report):
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
     errors = sorted(validator.iter_errors(report), key=lambda e: list(e.path))
     if not errors:
-        counts = {}
+        summary = report["summary"]
+        counts, by_role = {}, {}
         for cell in report["cells"]:
             counts[cell["verdict"]] = counts.get(cell["verdict"], 0) + 1
-        for verdict in ("ok", "missed", "false_alarm", "error", "skipped"):
-            if report["summary"][verdict] != counts.get(verdict, 0):
-                errors.append(f"summary.{verdict} = {report['summary'][verdict]}, cells say {counts.get(verdict, 0)}")
-        if report["summary"]["total"] != len(report["cells"]):
+            if "role" in cell:
+                role = by_role.setdefault(cell["role"], {"total": 0})
+                role[cell["verdict"]] = role.get(cell["verdict"], 0) + 1
+                role["total"] += 1
+        for verdict in ("ok", "missed", "false_alarm", "fail", "error", "skipped"):
+            if verdict not in summary and verdict == "fail":
+                continue  # a report written before the fail verdict
+            if summary[verdict] != counts.get(verdict, 0):
+                errors.append(f"summary.{verdict} = {summary[verdict]}, cells say {counts.get(verdict, 0)}")
+        if summary["total"] != len(report["cells"]):
             errors.append("summary.total does not match the number of cells")
+        if "by_role" in summary:
+            for role in set(by_role) | set(summary["by_role"]):
+                mine, theirs = by_role.get(role, {}), summary["by_role"].get(role, {})
+                for key in set(mine) | set(theirs):
+                    if mine.get(key, 0) != theirs.get(key, 0):
+                        errors.append(f"summary.by_role.{role}.{key} = {theirs.get(key, 0)}, cells say {mine.get(key, 0)}")
     return [
         ("/".join(str(p) for p in getattr(e, "path", [])) or "(root)") + ": " + getattr(e, "message", str(e))
         for e in errors
@@ -38,6 +51,9 @@ MUTATIONS = {
     "summary disagrees with cells": lambda r: r["summary"].__setitem__("ok", r["summary"]["ok"] + 1),
     "environment without libtorch": lambda r: r["environment"].pop("libtorch"),
     "invented cuda driver type": lambda r: r["environment"]["gpu"].__setitem__("cuda_driver", 13),
+    "unknown role": lambda r: r["cells"][0].__setitem__("role", "user"),
+    "a control judged fail": lambda r: r["cells"][0].update(role="reference", verdict="fail"),
+    "roles disagree with cells": lambda r: r["summary"]["by_role"].setdefault("subject", {}).__setitem__("total", 99),
 }
 
 

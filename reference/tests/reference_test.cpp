@@ -10,6 +10,7 @@
 #include <torch/torch.h>
 
 #include "suites/support/tensor_compare.h"
+#include "reference/derived_model.h"
 #include "reference/recompute.h"
 #include "reference/reference_run.h"
 
@@ -108,6 +109,59 @@ TEST(Model, ExplicitInitAndShapes) {
   EXPECT_EQ(params["classifier.1.bias"].abs().sum().item<double>(), 0.0);
   EXPECT_NEAR(params["classifier.1.weight"].std().item<double>(), 0.01, 0.001);
   EXPECT_EQ(m->forward(torch::randn({2, 3, 16, 16})).sizes(), (std::vector<int64_t>{2, 4}));
+}
+
+// A derived model that replaces forward (another head on the same features), the way a recipe author
+// does it (reference/derived_model.h), and the same written by accident around the option.
+struct ScaledHeadImpl : ImageClassifierImpl {
+  using ImageClassifierImpl::ImageClassifierImpl;
+  torch::Tensor forward(torch::Tensor x) override {
+    x = extract_features(x);
+    return classifier->forward(x.flatten(1)) * 0.5;
+  }
+};
+struct BypassesCheckpointingImpl : ImageClassifierImpl {
+  using ImageClassifierImpl::ImageClassifierImpl;
+  torch::Tensor forward(torch::Tensor x) override {
+    x = features->forward(x);
+    return classifier->forward(x.flatten(1)) * 0.5;
+  }
+};
+
+// How often a training forward + backward ran the feature extractor as a recomputable segment:
+// 2 with activation checkpointing (the forward, then the recomputation in backward), 0 without.
+template <typename Impl>
+int segment_runs(bool recompute_features) {
+  torch::manual_seed(0);
+  ImageClassifier m = make_classifier<Impl>(4, 16);
+  m->recompute_features = recompute_features;
+  m->train();
+  int runs = 0;
+  auto* impl = m.get();
+  impl->features_segment = [impl, &runs](const torch::Tensor& t) {
+    ++runs;
+    return impl->features->forward(t);
+  };
+  m->forward(torch::randn({2, 3, 16, 16})).sum().backward();
+  EXPECT_TRUE(m->features->parameters()[0].grad().defined());
+  return runs;
+}
+
+TEST(DerivedModel, AnOverriddenForwardThatCallsExtractFeaturesKeepsActivationCheckpointing) {
+  EXPECT_EQ(segment_runs<ImageClassifierImpl>(true), 2);  // the reference itself
+  EXPECT_EQ(segment_runs<ScaledHeadImpl>(true), 2);
+  EXPECT_EQ(segment_runs<ScaledHeadImpl>(false), 0);      // the option off: plain backprop
+  // the accident the protected step exists for: the option silently dropped
+  EXPECT_EQ(segment_runs<BypassesCheckpointingImpl>(true), 0);
+}
+
+TEST(DerivedModel, IsInitialisedLikeTheReference) {
+  torch::manual_seed(1);
+  ImageClassifier derived = make_classifier<ScaledHeadImpl>(4, 16);
+  auto params = derived->named_parameters();
+  EXPECT_TRUE(torch::equal(params["features.1.weight"], torch::ones({16})));
+  EXPECT_EQ(params["classifier.1.bias"].abs().sum().item<double>(), 0.0);
+  EXPECT_NEAR(params["classifier.1.weight"].std().item<double>(), 0.01, 0.001);
 }
 
 // Saves only the model, like a weights-only checkpoint.

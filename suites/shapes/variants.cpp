@@ -11,7 +11,7 @@ namespace tc::variants {
 struct ViewFlattenImpl : ref::ImageClassifierImpl {
   using ImageClassifierImpl::ImageClassifierImpl;
   torch::Tensor forward(torch::Tensor x) override {
-    x = features->forward(x);
+    x = extract_features(x);
     x = x.view({x.size(0), -1});
     return classifier->forward(x);
   }

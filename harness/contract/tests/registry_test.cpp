@@ -92,6 +92,14 @@ TEST(Registry, BuilderSetsEveryAttributeOfTheRegisteredCheckAndRecipe) {
   EXPECT_EQ(r.needs, "cuda");
   EXPECT_TRUE(r.is_variant());
   EXPECT_EQ(reg.expected("a", "broken"), Expected::kFail);
+  EXPECT_EQ(r.role(), Role::kVariant);
+
+  reg.add_recipe(recipe("ours", {}));
+  EXPECT_EQ(reg.find_recipe("ours")->role(), Role::kSubject);  // no attribute: a user's recipe
+  RecipeBuilder(reg, "ours").Control();
+  EXPECT_TRUE(reg.find_recipe("ours")->control);
+  EXPECT_EQ(reg.find_recipe("ours")->role(), Role::kReference);
+  EXPECT_EQ(reg.expected("a", "ours"), Expected::kPass);
 }
 
 TEST(Registry, DefaultsOfARegisteredCheck) {
