@@ -129,6 +129,7 @@ StepRecord ReferenceRun::train_step() {
 
   at::Tensor x = to_device(batch->images);  // (B, 3, S, S)
   at::Tensor y = to_device(batch->labels);  // (B)
+  last_batch_ = {x.clone(), y};
   at::Tensor loss = forward_loss(x, y);
   optimisation_step(loss);
   scheduler_->step();
@@ -141,6 +142,14 @@ at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) 
   std::optional<AutocastGuard> autocast;
   if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
   at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);  // scalar, fp32
+  return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+}
+
+at::Tensor ReferenceRun::training_loss(const at::Tensor& output, const at::Tensor& target) {
+  // As forward_loss computes it from the model's output.
+  std::optional<AutocastGuard> autocast;
+  if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
+  at::Tensor loss = torch::nn::functional::cross_entropy(output, target);
   return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
 }
 
