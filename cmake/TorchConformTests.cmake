@@ -49,6 +49,15 @@ tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
 gtest_discover_tests(tc_suite_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
 
+# The checks on recipes registered only in these tests: correct code written differently passes,
+# each blind spot's broken recipe is caught, a precondition is named instead of another promise.
+add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/amp/amp_diagnosis_test.cpp
+                              suites/autograd_inplace/autograd_inplace_test.cpp)
+target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
+tc_use_torch_pch(tc_check_tests)
+tc_torch_link_fixups(tc_check_tests)
+gtest_discover_tests(tc_check_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
+
 # --- CLI: exit codes and messages ---------------------------------------------------------------
 function(tc_cli_test name exit_code regex)
   add_test(NAME cli.${name}

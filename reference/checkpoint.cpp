@@ -22,7 +22,8 @@ std::string clean(const c10::Error& e) { return e.what_without_backtrace(); }
 // Collects, without touching the module, how `archive` differs from `module`'s state.
 void compare_state(torch::nn::Module& module, torch::serialize::InputArchive& archive,
                    const std::string& prefix, std::vector<std::string>& missing,
-                   std::vector<std::string>& unexpected, std::vector<std::string>& wrong_shape) {
+                   std::vector<std::string>& unexpected, std::vector<std::string>& wrong_shape,
+                   std::vector<std::string>& wrong_dtype) {
   std::set<std::string> known;
   auto check_tensor = [&](const std::string& name, const at::Tensor& expected) {
     known.insert(name);
@@ -33,6 +34,11 @@ void compare_state(torch::nn::Module& module, torch::serialize::InputArchive& ar
       std::ostringstream s;
       s << prefix << name << " " << stored.sizes() << " vs " << expected.sizes();
       wrong_shape.push_back(s.str());
+    } else if (stored.scalar_type() != expected.scalar_type()) {
+      // Module::load would copy_ into a tensor of the other element size and fail with a storage
+      // bounds message that names neither tensor nor dtype.
+      wrong_dtype.push_back("'" + prefix + name + "': checkpoint has " + c10::toString(stored.scalar_type()) +
+                            ", model has " + c10::toString(expected.scalar_type()));
     }
   };
   for (const auto& p : module.named_parameters(/*recurse=*/false)) check_tensor(p.key(), p.value());
@@ -44,7 +50,8 @@ void compare_state(torch::nn::Module& module, torch::serialize::InputArchive& ar
       missing.push_back(prefix + child.key() + ".*");
       continue;
     }
-    compare_state(*child.value(), sub, prefix + child.key() + ".", missing, unexpected, wrong_shape);
+    compare_state(*child.value(), sub, prefix + child.key() + ".", missing, unexpected, wrong_shape,
+                  wrong_dtype);
   }
   for (const std::string& k : archive.keys()) {
     if (!known.count(k)) unexpected.push_back(prefix + k);
@@ -335,13 +342,14 @@ void load_parts(const std::vector<CheckpointPart>& parts, const std::string& pat
 }
 
 void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchive& archive) {
-  std::vector<std::string> missing, unexpected, wrong_shape;
-  compare_state(module, archive, "", missing, unexpected, wrong_shape);
-  if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty()) {
+  std::vector<std::string> missing, unexpected, wrong_shape, wrong_dtype;
+  compare_state(module, archive, "", missing, unexpected, wrong_shape, wrong_dtype);
+  if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty() || !wrong_dtype.empty()) {
     std::string msg = "model state does not match the model:";
     if (!missing.empty()) msg += " missing " + join(missing) + ";";
     if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
     if (!wrong_shape.empty()) msg += " wrong shape " + join(wrong_shape) + ";";
+    if (!wrong_dtype.empty()) msg += " wrong dtype " + join(wrong_dtype) + ";";
     throw std::runtime_error(msg);
   }
   module.load(archive);

@@ -129,6 +129,7 @@ StepRecord ReferenceRun::train_step() {
 
   at::Tensor x = to_device(batch->images);  // (B, 3, S, S)
   at::Tensor y = to_device(batch->labels);  // (B)
+  last_batch_ = {x.clone(), y};
   at::Tensor loss = forward_loss(x, y);
   optimisation_step(loss);
   scheduler_->step();
@@ -171,6 +172,14 @@ std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
     scaler->update();
     return loss.item<double>();
   };
+}
+
+at::Tensor ReferenceRun::training_loss(const at::Tensor& output, const at::Tensor& target) {
+  // As forward_loss computes it from the model's output.
+  std::optional<AutocastGuard> autocast;
+  if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
+  at::Tensor loss = torch::nn::functional::cross_entropy(output, target);
+  return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
 }
 
 std::unique_ptr<GradScaler> ReferenceRun::make_grad_scaler() {

@@ -64,6 +64,8 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   at::Tensor example_input(int64_t batch) const override;
   at::Tensor predict(const at::Tensor& x) override;
   at::Tensor forward_train(const at::Tensor& x) override;
+  std::pair<at::Tensor, at::Tensor> last_batch() const override { return last_batch_; }
+  at::Tensor training_loss(const at::Tensor& output, const at::Tensor& target) override;
   torch::optim::Optimizer& optimizer() override { return *optimizer_; }
   double clip_norm() const override { return config_.clip_norm; }
   std::vector<InitSpec> declared_init() const override;
@@ -140,6 +142,7 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   int64_t epoch_ = -1;    // current epoch, -1 before the first
   int64_t position_ = 0;  // batches consumed in the current epoch
   int64_t step_ = 0;      // optimisation steps taken
+  std::pair<at::Tensor, at::Tensor> last_batch_;  // the last step's inputs (copied before the forward), targets
   AmpOptions amp_;
   std::unique_ptr<GradScaler> scaler_;
   std::function<void(const NamedTensors&)> after_backward_;

@@ -11,6 +11,12 @@ at::Tensor Run::predict(const at::Tensor&) {
 at::Tensor Run::forward_train(const at::Tensor&) {
   throw ProbeNotProvided("the recipe does not provide forward_train()");
 }
+std::pair<at::Tensor, at::Tensor> Run::last_batch() const {
+  throw ProbeNotProvided("the recipe does not provide last_batch()");
+}
+at::Tensor Run::training_loss(const at::Tensor&, const at::Tensor&) {
+  throw ProbeNotProvided("the recipe does not provide training_loss()");
+}
 torch::optim::Optimizer& Run::optimizer() {
   throw ProbeNotProvided("the recipe does not provide optimizer()");
 }

@@ -114,6 +114,13 @@ class Run {
   virtual at::Tensor predict(const at::Tensor& x);
   // The model's output for x in train mode with autograd (for gradient and memory probes).
   virtual at::Tensor forward_train(const at::Tensor& x);
+  // The last train_step's batch as its forward received it, on the run's device: the inputs (a
+  // copy taken before the forward, so nothing the step did to them afterwards shows) and the
+  // targets. With forward_train and training_loss, a check recomputes that step's gradient.
+  virtual std::pair<at::Tensor, at::Tensor> last_batch() const;
+  // The loss train_step backpropagates for a model output and its targets (any loss weight
+  // included), computed afresh.
+  virtual at::Tensor training_loss(const at::Tensor& output, const at::Tensor& target);
   // The optimizer the train step uses, and the gradient-norm bound it clips to (0: none).
   virtual torch::optim::Optimizer& optimizer();
   virtual double clip_norm() const;

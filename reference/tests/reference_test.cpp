@@ -289,7 +289,7 @@ std::string strict_load(torch::nn::Module& from, torch::nn::Module& into) {
   return "";
 }
 
-TEST(StrictLoad, MissingUnexpectedAndWrongShapeAreRefusedAndTheModelIsUntouched) {
+TEST(StrictLoad, MissingUnexpectedWrongShapeAndWrongDtypeAreRefusedAndTheModelIsUntouched) {
   torch::nn::Sequential two(torch::nn::Linear(4, 3), torch::nn::Linear(3, 2));
   torch::nn::Sequential one(torch::nn::Linear(4, 3));
   torch::nn::Sequential wide(torch::nn::Linear(4, 5), torch::nn::Linear(5, 2));
@@ -305,6 +305,13 @@ TEST(StrictLoad, MissingUnexpectedAndWrongShapeAreRefusedAndTheModelIsUntouched)
   EXPECT_NE(e.find("unexpected 1"), std::string::npos) << e;
   e = strict_load(*wide, *two);
   EXPECT_NE(e.find("wrong shape 0.weight [5, 4] vs [3, 4]"), std::string::npos) << e;
+  // A checkpoint written from a model cast to half: named tensor by tensor, dtype against dtype.
+  torch::nn::Sequential half(torch::nn::Linear(4, 3), torch::nn::Linear(3, 2));
+  half->to(torch::kHalf);
+  e = strict_load(*half, *two);
+  EXPECT_NE(e.find("wrong dtype '0.weight': checkpoint has Half, model has Float"), std::string::npos) << e;
+  EXPECT_NE(e.find("'1.bias': checkpoint has Half, model has Float"), std::string::npos) << e;
+  EXPECT_EQ(e.find("storage"), std::string::npos) << e;
   auto after = params_of(*two);
   EXPECT_FALSE(first_tensor_difference(before, after)) << "a refused load changed the model";
   torch::nn::Sequential twin(torch::nn::Linear(4, 3), torch::nn::Linear(3, 2));

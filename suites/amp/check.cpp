@@ -128,8 +128,10 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   std::vector<double> la, lf;
   nlohmann::json scales = nlohmann::json::array();
   int64_t skipped = 0;
+  at::Tensor a_start;
   for (int attempt = 0; attempt < 3; ++attempt) {
     if (scaled) a.run->save_checkpoint(start);
+    a_start = flat(a.run->parameters(), false);
     la.clear();
     scales = nlohmann::json::array();
     skipped = 0;
@@ -146,6 +148,41 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   const at::Tensor pa = flat(a.run->parameters(), false);
   // One run after the other, never interleaved: both draw dropout masks from the global generator.
   a.run.reset();
+  const std::string d = name(dtype);
+  // The precondition: the fp32 run starts where the mixed-precision run did by the recipe's own
+  // means (with a scaler: its checkpoint; without: a fresh set-up with the same seed), so a second
+  // mixed-precision run started the same way must repeat the first bitwise (the same code twice).
+  // When it does not, a parity failure would blame precision for a broken resume or an
+  // unreproducible run: parity is recorded as not judged, naming the check that covers it.
+  {
+    Amp b = fresh(ctx, amp(dtype));
+    if (scaled) b.run->load_checkpoint(start);
+    const at::Tensor b_start = flat(b.run->parameters(), false);
+    std::vector<double> lb;
+    for (int64_t i = 0; i < steps; ++i) lb.push_back(b.run->train_step().loss);
+    const at::Tensor pb = flat(b.run->parameters(), false);
+    std::string differs;
+    if (b_start.sizes() != a_start.sizes() || !torch::equal(b_start, a_start)) {
+      differs = "the parameters it starts from (max |diff| " + sci(b_start.sizes() == a_start.sizes()
+                                                                      ? (b_start - a_start).abs().max().item<double>()
+                                                                      : std::numeric_limits<double>::infinity()) + ")";
+    } else if (auto i = first_difference(la, lb)) {
+      differs = "the losses (" + describe_curve_difference(la, lb, *i) + ")";
+    } else if (pb.sizes() != pa.sizes() || !torch::equal(pb, pa)) {
+      differs = "the parameters after " + std::to_string(steps) + " steps";
+    }
+    if (!differs.empty()) {
+      const std::string how = scaled ? "save_checkpoint -> load_checkpoint (the " + d + " run's checkpoint after " +
+                                           std::to_string(warm) + " steps) does not continue the run"
+                                     : "two " + d + " runs set up with the same seed do not train alike";
+      m["parity_" + d] = {{"judged", false}, {"precondition", scaled ? "checkpoint round trip" : "same-seed reproducibility"},
+                          {"precondition_met", false}, {"differs", differs}};
+      out.recorded("parity", d + " parity not judged: precondition not met: " + how + ": " + differs + " differ " +
+                                 "between two " + d + " runs started alike; " +
+                                 (scaled ? "resume_equality" : "reproducibility") + " covers this");
+      return;
+    }
+  }
   Amp f = fresh(ctx, amp(c10::kFloat));
   if (scaled) f.run->load_checkpoint(start);
   const at::Tensor p0 = flat(f.run->parameters(), false);
@@ -162,11 +199,10 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   const at::Tensor pf = flat(f.run->parameters(), false);
   const double update = l2(pf - p0);
   const double update_err = update > 0 ? l2(pa - pf) / update : std::numeric_limits<double>::infinity();
-  const std::string d = name(dtype);
   m["parity_" + d] = {{"steps", steps}, {"settling_steps", warm}, {"tolerance", tol},
                       {"max_loss_rel_diff", worst_loss}, {"update_rel_err", update_err},
                       {"loss_amp", la}, {"loss_fp32", lf}, {"scale_after_step", scales},
-                      {"steps_skipped_by_scaler", skipped}};
+                      {"steps_skipped_by_scaler", skipped}, {"precondition_met", true}};
   const std::string what = d + " parity (" + std::to_string(steps) + " steps vs fp32" +
                            (scaled ? ", from the checkpoint after " + std::to_string(warm) + " steps that let the scaler calibrate" : "") +
                            ", tolerance 8u = " + sci(tol) + ")";
@@ -214,9 +250,54 @@ void underflow(const CheckContext& ctx, double w, Findings& out) {
   Amp f = fresh(ctx, amp(c10::kFloat, w));
   f.run->train_step();
   const at::Tensor g32 = flat(f.run->parameters(), true);
-  Amp h = fresh(ctx, amp(c10::kHalf, w));
-  h.run->train_step();
-  const at::Tensor g16 = flat(h.run->parameters(), true);
+  // The fp16 step must be one the scaler lets through: at the initial scale the scaled loss (or a
+  // gradient) may overflow fp16, and the scaler then skips the step and backs off, as PyTorch
+  // designs it. A fresh run at the backed-off scale takes the same first step on the same batch
+  // and parameters as the fp32 run, until one goes through (at most 8 scales).
+  AmpOptions o = amp(c10::kHalf, w);
+  at::Tensor g16;
+  nlohmann::json overflowed = nlohmann::json::array();
+  std::string overflow_text;
+  bool h_scaled = false;
+  double last_tried = o.scaler.init_scale;
+  for (int attempt = 0; attempt < 8 && !g16.defined(); ++attempt) {
+    Amp h = fresh(ctx, o);
+    const auto s0 = h.probe->scaler_state();
+    const StepRecord r = h.run->train_step();
+    const auto s1 = h.probe->scaler_state();
+    last_tried = o.scaler.init_scale;
+    if (!s0 || !s1 || s1->scale >= s0->scale) {
+      g16 = flat(h.run->parameters(), true);
+      h_scaled = s0.has_value();
+      break;
+    }
+    const double scaled_loss = std::abs(r.loss) * s0->scale;
+    const bool loss_overflow = !std::isfinite(r.loss) || scaled_loss > 65504.0;
+    overflowed.push_back({{"scale", s0->scale}, {"loss", r.loss}, {"scaled_loss", scaled_loss},
+                          {"scaled_loss_overflows_fp16", loss_overflow}});
+    if (overflow_text.empty()) {
+      overflow_text = "at the initial scale " + sci(s0->scale) + " the GradScaler skipped the fp16 step (" +
+                      (loss_overflow ? "loss " + format_double(r.loss) + " x scale " + sci(s0->scale) + " = " +
+                                           sci(scaled_loss) + " > fp16's largest 65504: the scaled loss overflowed fp16"
+                                     : "a gradient was non-finite; the scaled loss " + sci(scaled_loss) +
+                                           " is within fp16's range" +
+                                           (s0->scale > 65504.0 ? ", the scale itself exceeds fp16's largest 65504 "
+                                                                  "(the gradient a loss computed in fp16 receives)"
+                                                                : std::string())) +
+                      "), as PyTorch designs it";
+    }
+    o.scaler.init_scale = s1->scale;
+  }
+  m["underflow_overflow_skips"] = overflowed;
+  if (!g16.defined()) {
+    out.broken("underflow", "underflow: the scaler skipped the fp16 step at each of " + std::to_string(overflowed.size()) +
+                                " scales down to " + sci(last_tried) + "; " + overflow_text);
+    return;
+  }
+  if (!overflowed.empty()) {
+    out.recorded("underflow", "overflow: " + overflow_text + "; underflow measured on the step at scale " +
+                                  sci(o.scaler.init_scale) + ", the first the scaler let through");
+  }
   if (g16.numel() != g32.numel()) {
     out.broken("underflow", "underflow: the fp16 step left gradients on other parameters than the fp32 step");
     return;
@@ -228,14 +309,15 @@ void underflow(const CheckContext& ctx, double w, Findings& out) {
   const double frac = nonzero ? static_cast<double>(flushed) / static_cast<double>(nonzero) : 0.0;
   m["underflow"] = {{"loss_weight", w}, {"nonzero_fp32", nonzero}, {"flushed", flushed}, {"flushed_fraction", frac},
                     {"fp32_below_fp16_subnormal", below}, {"max_flushed_fraction", kMaxFlushed},
-                    {"finite", finite}};
+                    {"finite", finite}, {"scale", o.scaler.init_scale}};
   const std::string what = "underflow (fp16, loss x " + sci(w) + " so the median fp32 gradient is 2^-20): " +
                            std::to_string(flushed) + " of " + std::to_string(nonzero) +
                            " non-zero fp32 gradient elements flushed to zero (" + format_double(100 * frac, 3) +
                            "%; " + std::to_string(below) + " lie under fp16's smallest subnormal 2^-24; bar " +
                            format_double(100 * kMaxFlushed, 3) + "%)";
   if (!finite) {
-    out.broken("underflow", "underflow: the fp16 step left non-finite gradients");
+    out.broken("underflow", "underflow: the fp16 step left non-finite gradients and " +
+                                std::string(h_scaled ? "the scaler let the step through" : "no GradScaler skipped it"));
   } else if (frac > kMaxFlushed) {
     out.broken("underflow", what);
   } else {

@@ -1,35 +1,213 @@
-// autograd_inplace: training never mutates a tensor that autograd saved. LibTorch's version
-// counters detect it at backward; the check trains an epoch and reports that error as evidence.
+// autograd_inplace: training never mutates a tensor that autograd saved.
+//
+// 1. no_inplace_on_saved: LibTorch's version counters detect an in-place write to a saved tensor
+//    at backward; the check trains an epoch and reports that error as evidence.
+// 2. gradient_recomputes: a write that bumps no counter (through data_ptr or Python's `.data`, a
+//    foreign library, a reused buffer) silently corrupts the gradient. For the first steps, the
+//    gradient train_step's backward produced (hooks on the parameters) must equal a recomputation:
+//    the same batch (Run::last_batch, copied before the forward), the parameters, buffers and
+//    default generators as they were when the step began, a fresh forward (Run::forward_train),
+//    the recipe's loss (Run::training_loss) and backward; then the run is put back as it was.
+//
+//    The bound. The same mathematics computed twice differs only by rounding: each layer's forward
+//    and backward is a sum of at most n products (n: the batch's element count plus the largest
+//    parameter's, longer than any sum of a convolution or linear layer here), whose error is at
+//    most gamma_n = n u times the sum of the products' magnitudes, and a step chains at most one
+//    such layer per parameter tensor (m of them) forward and back. Normwise, against the tensor's
+//    largest gradient element G (the magnitude the sums add up to where they do not cancel):
+//        |g_step - g_recomputed| <= 2 m n u (|g| + G)
+//    u the parameters' unit roundoff. A correct recipe computes it bitwise (the same code twice) or
+//    within a few ulps (an equivalent loss written another way); a gradient made from a mutated
+//    tensor is off by the size of the mutation, hundreds of times the bound (the margin is printed).
 #include <torch/torch.h>
+
+#include <ATen/Context.h>
 
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
+#include "suites/support/tolerance.h"
 
 namespace tc {
 namespace {
 
+constexpr const char* kInplace = "no_inplace_on_saved";
+constexpr const char* kRecompute = "gradient_recomputes";
+constexpr int64_t kRecomputedSteps = 3;
+
+// The default generators' states (CPU, and the cell's accelerator), to give the recomputation the
+// dropout masks the step drew.
+struct GeneratorStates {
+  at::Tensor cpu, device;
+  c10::DeviceType type = c10::DeviceType::CPU;
+};
+
+GeneratorStates save_generators(c10::DeviceType type) {
+  GeneratorStates s;
+  s.type = type;
+  s.cpu = at::detail::getDefaultCPUGenerator().get_state();
+  if (type != c10::DeviceType::CPU) s.device = at::globalContext().defaultGenerator(c10::Device(type)).get_state();
+  return s;
+}
+
+void restore_generators(const GeneratorStates& s) {
+  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle: the default generator itself
+  cpu.set_state(s.cpu);
+  if (s.device.defined()) {
+    at::Generator device = at::globalContext().defaultGenerator(c10::Device(s.type));
+    device.set_state(s.device);
+  }
+}
+
+void copy_into(const NamedTensors& live, const NamedTensors& values) {
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < live.size() && i < values.size(); ++i) {
+    if (live[i].second.defined() && values[i].second.defined()) live[i].second.copy_(values[i].second);
+  }
+}
+
+struct Recomputed {
+  NamedTensors step, recomputed, bound;
+  double n = 0, m = 0, u = 0;
+};
+
+// The gradient of the step just taken, recomputed from the state it began in; the run is left as
+// the step left it.
+Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTensors& buffers_before,
+                     const GeneratorStates& gen_before, const std::vector<at::Tensor>& step_grads) {
+  const NamedTensors params = run.parameters(), buffers = run.buffers();
+  const NamedTensors params_after = snapshot(params), buffers_after = snapshot(buffers);
+  const GeneratorStates gen_after = save_generators(gen_before.type);
+  const auto [x, y] = run.last_batch();
+  copy_into(params, params_before);
+  copy_into(buffers, buffers_before);
+  restore_generators(gen_before);
+  std::vector<at::Tensor> inputs;
+  std::vector<size_t> index;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (i < step_grads.size() && step_grads[i].defined()) {
+      inputs.push_back(params[i].second);
+      index.push_back(i);
+    }
+  }
+  std::vector<at::Tensor> grads;
+  {
+    const at::Tensor loss = run.training_loss(run.forward_train(x), y);
+    grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  }
+  copy_into(params, params_after);
+  copy_into(buffers, buffers_after);
+  restore_generators(gen_after);
+
+  Recomputed r;
+  int64_t largest = 0;
+  for (const auto& [n, p] : params) largest = std::max<int64_t>(largest, p.numel());
+  r.n = static_cast<double>(x.numel() + largest);
+  r.m = static_cast<double>(inputs.size());
+  for (size_t k = 0; k < index.size(); ++k) {
+    const std::string& name = params[index[k]].first;
+    const at::Tensor g = step_grads[index[k]].to(torch::kDouble);
+    const at::Tensor rg = grads[k].defined() ? grads[k].detach().cpu().to(torch::kDouble) : torch::zeros_like(g);
+    r.u = std::max(r.u, unit_roundoff_of(params[index[k]].second.scalar_type()));
+    const double big = g.numel() ? g.abs().max().item<double>() : 0.0;
+    r.step.emplace_back(name, g);
+    r.recomputed.emplace_back(name, rg);
+    r.bound.emplace_back(name, 2 * r.m * r.n * unit_roundoff_of(params[index[k]].second.scalar_type()) * (g.abs() + big));
+  }
+  return r;
+}
+
 CheckResult check_autograd_inplace(const CheckContext& ctx) {
   std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, ctx.seed));
+  const RunOptions opts = run_options(ctx, ctx.seed);
+  run->setup(opts);
   const int64_t steps = run->steps_per_epoch();
   int64_t done = 0;
   Findings f;
+  nlohmann::json per_step = nlohmann::json::array();
+  std::string not_provided;  // why the recomputation could not run
+  std::optional<std::string> recompute_broken;
+  double worst = 0.0;
+  std::string worst_where;
+  nlohmann::json bound_metrics;
   try {
     for (; done < steps; ++done) {
-      StepRecord r = run->train_step();
+      const bool judge = done < kRecomputedSteps && not_provided.empty() && !recompute_broken;
+      NamedTensors params, params_before, buffers_before;
+      GeneratorStates gen;
+      std::vector<at::Tensor> fresh;
+      std::vector<unsigned> hooks;
+      if (judge) {
+        params = run->parameters();
+        params_before = snapshot(params);
+        buffers_before = snapshot(run->buffers());
+        gen = save_generators(opts.device.type());
+        fresh.resize(params.size());
+        for (size_t i = 0; i < params.size(); ++i) {
+          hooks.push_back(params[i].second.register_hook([&fresh, i](const at::Tensor& g) {
+            at::Tensor c = g.detach().cpu().clone();
+            fresh[i] = fresh[i].defined() ? fresh[i] + c : c;
+          }));
+        }
+      }
+      StepRecord r;
+      try {
+        r = run->train_step();
+      } catch (...) {
+        for (size_t i = 0; i < hooks.size(); ++i) params[i].second.remove_hook(hooks[i]);
+        throw;
+      }
+      for (size_t i = 0; i < hooks.size(); ++i) params[i].second.remove_hook(hooks[i]);
       if (!std::isfinite(r.loss)) throw HarnessError("non-finite loss at step " + std::to_string(done));
+      if (!judge) continue;
+      Recomputed rc;
+      try {
+        rc = recompute(*run, params_before, buffers_before, gen, fresh);
+      } catch (const ProbeNotProvided& e) {
+        not_provided = e.what();
+        continue;
+      }
+      const Tolerance t = compare_within(rc.step, rc.recomputed, rc.bound);
+      bound_metrics = {{"formula", "2 m n u (|g| + max|g|)"}, {"m", rc.m}, {"n", rc.n}, {"unit_roundoff", rc.u}};
+      per_step.push_back({{"step", done}, {"ratio_to_bound", t.ratio}, {"max_abs_diff", t.max_abs_diff},
+                          {"worst", describe(t)}});
+      if (!t.within()) {
+        f.metrics()["caught"] = {{"step", done}, {"margin", t.ratio}, {"max_abs_diff", t.max_abs_diff}};
+        recompute_broken = "step " + std::to_string(done) + ": the gradient backward produced differs from a fresh "
+                           "forward and backward of the same batch from the same parameters by max |diff| " +
+                           format_double(t.max_abs_diff, 3) + ", " + format_double(t.ratio, 3) + "x the bound " +
+                           "2mnu(|g| + max|g|) (" + describe(t) + "): a tensor autograd saved was changed between the "
+                           "forward and the backward without LibTorch's version counter seeing it";
+      } else if (t.ratio >= worst) {
+        worst = t.ratio;
+        worst_where = "step " + std::to_string(done) + " " + describe(t);
+      }
     }
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     if (what.find("modified by an inplace operation") == std::string::npos) throw;
     f.metrics()["failed_step"] = done;
-    f.broken("no_inplace_on_saved", "step " + std::to_string(done) + ": " + what.substr(0, what.find("Hint:")));
+    f.broken(kInplace, "step " + std::to_string(done) + ": " + what.substr(0, what.find("Hint:")));
+    f.recorded(kRecompute, "gradient recomputation not judged: training stopped at step " + std::to_string(done));
     return f.result();
   }
   f.metrics()["steps"] = steps;
-  f.held("no_inplace_on_saved", std::to_string(steps) +
-                                    " training steps: no tensor saved for backward was modified in place "
-                                    "(LibTorch's version counters never fired)");
+  f.metrics()["recomputed"] = {{"per_step", per_step}, {"bound", bound_metrics}, {"max_ratio_to_bound", worst}};
+  f.held(kInplace, std::to_string(steps) +
+                       " training steps: no tensor saved for backward was modified in place "
+                       "(LibTorch's version counters never fired)");
+  if (recompute_broken) {
+    f.broken(kRecompute, *recompute_broken);
+  } else if (!not_provided.empty()) {
+    f.recorded(kRecompute, "gradient recomputation not judged: " + not_provided);
+  } else {
+    f.held(kRecompute, "steps 0 to " + std::to_string(std::min(kRecomputedSteps, steps) - 1) +
+                           ": each step's gradient equals a fresh forward and backward of its batch within the bound "
+                           "2mnu(|g| + max|g|) (m = " + format_double(bound_metrics.value("m", 0.0)) +
+                           ", n = " + format_double(bound_metrics.value("n", 0.0), 9) + ", u = " +
+                           format_double(bound_metrics.value("unit_roundoff", 0.0), 3) + "): largest deviation " +
+                           format_double(worst, 3) + " of the bound (" + worst_where + ")");
+  }
   return f.result();
 }
 
@@ -38,6 +216,9 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
 
 namespace tc {
 TC_CHECK(autograd_inplace,
-         "training never mutates a tensor autograd saved")
-    ->Promise("no_inplace_on_saved", "training never mutates a tensor autograd saved");
+         "training never mutates a tensor autograd saved; each step's gradient equals a fresh "
+              "forward and backward of its batch")
+    ->Promise("no_inplace_on_saved", "training never mutates a tensor autograd saved (version counters)")
+    ->Promise("gradient_recomputes",
+              "each step's gradient equals a fresh forward and backward of its batch within a floating-point bound");
 }  // namespace tc

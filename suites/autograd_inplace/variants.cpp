@@ -18,8 +18,24 @@ class InplaceOnSaved : public ref::ReferenceRun {
   }
 };
 
+// The same logger, written through the tensor's `.data` (LibTorch's variable_data(), as Python's
+// `x.data.mul_(0.5).add_(0.5)` or a library writing through data_ptr): the write shares the
+// storage but not the version counter, so backward runs without complaint and the convolution's
+// weight gradient is computed from the rescaled input.
+class SilentInplaceOnSaved : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    at::Tensor loss = ReferenceRun::forward_loss(x, y);
+    x.variable_data().mul_(0.5).add_(0.5);  // to [0, 1] for the image logger, "outside autograd"
+    return loss;
+  }
+};
+
 }  // namespace tc::variants
 
 TC_RECIPE(tc::variants::InplaceOnSaved, "inplace_on_saved",
           "modifies in place a tensor autograd saved for backward")
+    ->MustBeCaughtBy({"autograd_inplace"});
+TC_RECIPE(tc::variants::SilentInplaceOnSaved, "silent_inplace_on_saved",
+          "writes through .data (no version-counter bump) into a tensor autograd saved for backward")
     ->MustBeCaughtBy({"autograd_inplace"});

@@ -1,0 +1,95 @@
+// amp's underflow and parity promises on recipes registered only here: a correct recipe whose
+// scaled fp16 loss overflows at the initial scale passes underflow (the skip recorded as what it
+// is), and a broken resume or an unreproducible run is named as the precondition parity needs, not
+// as a precision failure.
+#include <gtest/gtest.h>
+
+#include "harness/contract/registry.h"
+#include "harness/runner.h"
+#include "reference/autocast.h"
+#include "reference/reference_run.h"
+
+namespace tc {
+namespace {
+
+Cell run_one(const std::string& check, const std::string& recipe, RunFactory make = nullptr) {
+  Registry reg;
+  reg.add_check(*Registry::global().find_check(check));
+  if (make) {
+    reg.add_recipe({recipe, "test-only recipe", {}, std::move(make), __FILE__, __LINE__});
+  } else {
+    reg.add_recipe(*Registry::global().find_recipe(recipe));
+  }
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {check};
+  plan.seed = 11;
+  auto cells = run_cells(reg, plan);
+  if (cells.size() != 1) throw std::runtime_error("expected one cell");
+  return cells[0];
+}
+
+std::string status(const Cell& c, const std::string& promise) {
+  std::string s;
+  if (!c.metrics.contains("promises")) return s;
+  for (const auto& p : c.metrics["promises"]) {
+    if (p.value("id", "") != promise) continue;
+    if (!s.empty()) s += ',';
+    s += p.value("status", std::string());
+  }
+  return s;
+}
+
+// The loss computed in fp16 under CPU autocast (log_softmax on the fp16 logits, the negative
+// log-likelihood gathered and averaged by hand, no cast to fp32), weighted in fp16 as the
+// reference weights its loss: correct; at the initial scale 2^16 the gradient the fp16 loss receives
+// in backward is the scale itself, above fp16's largest 65504, so the scaler skips the step.
+class Fp16Loss : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    std::optional<ref::AutocastGuard> autocast;
+    if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
+    const at::Tensor logits = model_->forward(x);
+    const at::Tensor log_probs = torch::log_softmax(logits, 1, logits.scalar_type());
+    const at::Tensor loss = -log_probs.gather(1, y.unsqueeze(1)).mean();  // the negative log-likelihood
+    return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+  }
+};
+
+TEST(AmpUnderflow, AnFp16LossThatOverflowsAtTheInitialScaleIsRecordedNotAnUnderflow) {
+  const Cell c = run_one("amp", "fp16_loss", [] { return std::unique_ptr<tc::Run>(new Fp16Loss()); });
+  EXPECT_EQ(status(c, "underflow"), "recorded,held") << c.evidence;
+  EXPECT_NE(c.evidence.find("overflow: at the initial scale 6.554e+04 the GradScaler skipped the fp16 step"),
+            std::string::npos) << c.evidence;
+  EXPECT_EQ(c.evidence.find("left non-finite gradients"), std::string::npos) << c.evidence;
+  ASSERT_TRUE(c.metrics.contains("underflow_overflow_skips")) << c.metrics.dump();
+  ASSERT_GE(c.metrics["underflow_overflow_skips"].size(), 1u);
+  EXPECT_EQ(c.metrics["underflow_overflow_skips"][0]["scale"].get<double>(), 65536.0);
+  EXPECT_EQ(c.metrics["underflow"]["scale"].get<double>(), 32768.0) << c.metrics["underflow"].dump();
+  std::cout << c.evidence << "\n";
+}
+
+// resume_equality's and reproducibility's variants break what parity's fp32 run starts from: the
+// parity promise is recorded as not judged, naming the precondition and the check covering it.
+TEST(AmpParityMisattribution, ABrokenResumeOrSeedIsNamedAsThePreconditionNotAPrecisionBug) {
+  struct Case {
+    const char* recipe;
+    const char* dtype;
+    const char* covers;
+  };
+  for (const Case& k : {Case{"weights_only_checkpoint", "fp16", "resume_equality"},
+                        Case{"no_optimizer_state", "fp16", "resume_equality"},
+                        Case{"no_seed", "bf16", "reproducibility"}}) {
+    const Cell c = run_one("amp", k.recipe);
+    EXPECT_EQ(c.evidence.find("- " + std::string(k.dtype) + " parity"), std::string::npos) << k.recipe << ": " << c.evidence;
+    EXPECT_NE(c.evidence.find(std::string(k.dtype) + " parity not judged: precondition not met"), std::string::npos)
+        << k.recipe << ": " << c.evidence;
+    EXPECT_NE(c.evidence.find(std::string(k.covers) + " covers this"), std::string::npos) << c.evidence;
+    EXPECT_NE(status(c, "parity").find("recorded"), std::string::npos) << c.evidence;
+    EXPECT_EQ(status(c, "parity").find("broken"), std::string::npos) << c.evidence;
+    std::cout << k.recipe << ": " << c.evidence << "\n";
+  }
+}
+
+}  // namespace
+}  // namespace tc

@@ -1,0 +1,179 @@
+// step_hygiene on recipes registered only here: correct code that clips or zeroes gradients another
+// way passes (within the floating-point bound, not bitwise), the suite's own variants are caught by a
+// wide margin with the cause each one has, and a lossy checkpoint is named as the precondition it
+// breaks instead of a step-order bug.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "harness/contract/registry.h"
+#include "harness/runner.h"
+#include "reference/reference_run.h"
+
+namespace tc {
+namespace {
+
+Cell run_one(const std::string& check, const std::string& recipe, RunFactory make = nullptr) {
+  Registry reg;
+  reg.add_check(*Registry::global().find_check(check));
+  if (make) {
+    reg.add_recipe({recipe, "test-only recipe", {}, std::move(make), __FILE__, __LINE__});
+  } else {
+    reg.add_recipe(*Registry::global().find_recipe(recipe));
+  }
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {check};
+  plan.seed = 11;
+  auto cells = run_cells(reg, plan);
+  if (cells.size() != 1) throw std::runtime_error("expected one cell");
+  return cells[0];
+}
+
+template <typename T>
+RunFactory make() {
+  return [] { return std::unique_ptr<tc::Run>(new T()); };
+}
+
+std::string status(const Cell& c, const std::string& promise) {
+  std::string s;
+  if (!c.metrics.contains("promises")) return s;
+  for (const auto& p : c.metrics["promises"]) {
+    if (p.value("id", "") != promise) continue;
+    if (!s.empty()) s += ',';
+    s += p.value("status", std::string());
+  }
+  return s;
+}
+
+// The global gradient norm computed by hand in float64, the coefficient applied as a double
+// scalar: the same clip as clip_grad_norm_, with other roundings.
+class Float64GlobalNormClip : public ref::ReferenceRun {
+ protected:
+  void optimisation_step(const at::Tensor& loss) override {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    scaler_->scale(loss).backward();
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    double sq = 0.0;
+    for (const auto& p : model_->parameters()) {
+      if (p.grad().defined()) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    }
+    const double coef = config_.clip_norm / (std::sqrt(sq) + 1e-6);
+    if (coef < 1.0) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model_->parameters()) {
+        if (p.grad().defined()) p.grad().mul_(coef);
+      }
+    }
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+};
+
+// Per-parameter fp32 norms combined last to first, the coefficient a float tensor: another order.
+class PerTensorNormsReversed : public ref::ReferenceRun {
+ protected:
+  void optimisation_step(const at::Tensor& loss) override {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    scaler_->scale(loss).backward();
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model_->parameters()) {
+      if (p.grad().defined()) grads.push_back(p.grad());
+    }
+    at::Tensor total = torch::zeros({}, torch::kFloat);
+    for (auto it = grads.rbegin(); it != grads.rend(); ++it) total = total + it->norm().pow(2);
+    const at::Tensor coef = torch::clamp_max(config_.clip_norm / (total.sqrt() + 1e-6), 1.0);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& g : grads) g.mul_(coef);
+    }
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+};
+
+// Zeroes the gradients (assigns zeros) instead of setting them to none.
+class ZeroGradToZeros : public ref::ReferenceRun {
+ protected:
+  void optimisation_step(const at::Tensor& loss) override {
+    for (auto& p : model_->parameters()) {
+      if (p.grad().defined()) p.grad().zero_();
+    }
+    scaler_->scale(loss).backward();
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+};
+
+TEST(StepHygieneEquivalents, Float64GlobalNormClipPasses) {
+  const Cell c = run_one("step_hygiene", "float64_global_norm_clip", make<Float64GlobalNormClip>());
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(status(c, "fresh_gradients"), "held") << c.evidence;
+  EXPECT_EQ(status(c, "clip_between_backward_and_step"), "held") << c.evidence;
+  ASSERT_TRUE(c.metrics.contains("max_ratio_to_bound")) << c.metrics.dump();
+  EXPECT_LE(c.metrics["max_ratio_to_bound"].get<double>(), 1.0);
+  EXPECT_NE(c.evidence.find("of the bound"), std::string::npos) << c.evidence;
+  std::cout << "float64_global_norm_clip: " << c.evidence << "\n";
+}
+
+TEST(StepHygieneEquivalents, PerTensorNormsCombinedInAnotherOrderPass) {
+  const Cell c = run_one("step_hygiene", "per_tensor_norms_reversed", make<PerTensorNormsReversed>());
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  std::cout << "per_tensor_norms_reversed: " << c.evidence << "\n";
+}
+
+TEST(StepHygieneEquivalents, ZeroGradByAssigningZerosPasses) {
+  const Cell c = run_one("step_hygiene", "zero_grad_to_zeros", make<ZeroGradToZeros>());
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(status(c, "fresh_gradients"), "held") << c.evidence;
+}
+
+// Each of the suite's variants: caught by the promise it breaks, with the cause it has (proven by
+// a replay that reproduces the update), and a margin of at least 100 times the bound.
+TEST(StepHygieneVariants, CaughtByAWideMarginWithTheCauseProven) {
+  struct Case {
+    const char* recipe;
+    const char* promise;
+    const char* cause;
+  };
+  for (const Case& k : {Case{"no_zero_grad", "fresh_gradients", "gradients accumulate across steps"},
+                        Case{"clip_after_step", "clip_between_backward_and_step",
+                             "clipping did not happen between backward and step"},
+                        Case{"zero_grad_before_step", "fresh_gradients", "a step with no gradient at all"}}) {
+    const Cell c = run_one("step_hygiene", k.recipe);
+    EXPECT_EQ(c.outcome, Outcome::kFail) << k.recipe << ": " << c.evidence;
+    EXPECT_EQ(status(c, k.promise), "broken") << k.recipe << ": " << c.evidence;
+    EXPECT_NE(c.evidence.find(k.cause), std::string::npos) << k.recipe << ": " << c.evidence;
+    EXPECT_EQ(c.evidence.find("not determined"), std::string::npos) << k.recipe << ": " << c.evidence;
+    ASSERT_TRUE(c.metrics.contains("caught")) << c.metrics.dump();
+    EXPECT_GE(c.metrics["caught"]["margin"].get<double>(), 100.0) << k.recipe << ": " << c.evidence;
+    std::cout << k.recipe << ": margin " << c.metrics["caught"]["margin"].get<double>() << "x the bound\n  "
+              << c.evidence << "\n";
+  }
+}
+
+// resume_equality's variants break the checkpoint step_hygiene replays from: the cell names that
+// precondition and the check that covers it, and is skipped (not a step-order failure).
+TEST(StepHygieneMisattribution, ALossyCheckpointIsNamedAsThePreconditionNotAStepOrderBug) {
+  for (const char* recipe : {"weights_only_checkpoint", "no_optimizer_state"}) {
+    const Cell c = run_one("step_hygiene", recipe);
+    EXPECT_EQ(c.verdict, Verdict::kSkipped) << recipe << ": " << c.evidence;
+    EXPECT_EQ(c.evidence.rfind("precondition not met", 0), 0u) << recipe << ": " << c.evidence;
+    EXPECT_NE(c.evidence.find("resume_equality covers"), std::string::npos) << c.evidence;
+    EXPECT_NE(c.evidence.find("optimizer state"), std::string::npos) << c.evidence;
+    EXPECT_EQ(c.evidence.find("clipping"), std::string::npos) << c.evidence;
+    std::cout << recipe << ": " << c.evidence << "\n";
+    // The other check still catches it.
+    const Cell r = run_one("resume_equality", recipe);
+    EXPECT_EQ(r.outcome, Outcome::kFail) << r.evidence;
+  }
+}
+
+}  // namespace
+}  // namespace tc
