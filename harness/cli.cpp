@@ -360,7 +360,8 @@ int cli_main(int argc, char** argv) {
       "torchconform: conformance and benchmark suite for PyTorch training practices.\n"
       "Every practice runs as a correct reference beside deliberately broken variants; a check\n"
       "counts only when the reference passes and every variant it targets is caught.\n"
-      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage."};
+      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / error, 2 bad usage, "
+      "77 every cell skipped (nothing checked)."};
   app.require_subcommand(1);
   if (argc >= 2 && std::string(argv[1]) == "bench") return guarded([&] { return cmd_bench(argc, argv); });
 
