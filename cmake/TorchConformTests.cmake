@@ -47,7 +47,14 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/tests/main.cpp
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-gtest_discover_tests(tc_suite_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120)
+# TeethAlone launches torchrun on the torchconform binary and measures data loading: alone.
+target_compile_definitions(tc_suite_tests PRIVATE TC_BINARY="$<TARGET_FILE:torchconform>")
+add_dependencies(tc_suite_tests torchconform)
+gtest_discover_tests(tc_suite_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 120 TEST_FILTER "-TeethAlone.*")
+add_test(NAME TeethAlone.TimedAndMultiProcessChecksCatchTheirVariantsByTheirPromises
+         COMMAND tc_suite_tests --gtest_filter=TeethAlone.TimedAndMultiProcessChecksCatchTheirVariantsByTheirPromises)
+set_tests_properties(TeethAlone.TimedAndMultiProcessChecksCatchTheirVariantsByTheirPromises PROPERTIES
+                     LABELS "unit;multi" RUN_SERIAL TRUE TIMEOUT 1800)
 
 # The checks on recipes registered only in these tests: correct code written differently passes,
 # each blind spot's broken recipe is caught, a precondition is named instead of another promise.
@@ -78,6 +85,10 @@ tc_cli_test(unknown_recipe 2 "unknown recipe 'nope'" run --recipe nope)
 tc_cli_test(part_needs_one_cell 2 "--part runs a part of one cell" run --part same_seed_run --check reproducibility)
 tc_cli_test(cuda_missing 2 "no CUDA device" run --device cuda --check eval_mode --recipe reference
             --json ${TC_TEST_OUT}/never.json)
+# Nothing checked (a practice that cannot be checked from C++): 77, which the conformance ctests read
+# as skipped (SKIP_RETURN_CODE), not 0.
+tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check fsdp --recipe reference
+            --json ${TC_TEST_OUT}/all-skipped.json --html ${TC_TEST_OUT}/all-skipped.html)
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")

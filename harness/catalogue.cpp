@@ -11,10 +11,15 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
   for (const CheckInfo& c : reg.checks()) {
     json promises = json::array();
     for (const PromiseInfo& p : c.promises) promises.push_back({{"id", p.id}, {"text", p.text}});
+    json detects = json::array();
+    for (const ThrownDetection& d : c.detects_by_throwing) {
+      detects.push_back({{"promise", d.promise}, {"message_contains", d.message_contains}});
+    }
     j["checks"].push_back({{"name", c.name},
                            {"promise", c.promise},
                            {"promises", promises},
                            {"covers_variants", c.covers_variants},
+                           {"detects_by_throwing", detects},
                            {"multi_process", c.multi_process()},
                            {"ranks", c.ranks},
                            {"runs_alone", c.runs_alone},

@@ -208,7 +208,8 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     for (const Cell& c : report.cells) {
       if (c.verdict == Verdict::kError) print_cell_line(std::cerr, c, 0, 1);
     }
-    return exit_code_for(report.cells);
+    // Their cells are rank 0's to judge (they may read as skipped here): 0 unless one broke.
+    return exit_code_for(report.cells) == 1 ? 1 : 0;
   }
   std::cerr << "torchconform: " << plan_cells(reg, plan).size() << " cells (" << plan.devices.size()
             << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
@@ -368,7 +369,8 @@ int cli_main(int argc, char** argv) {
       "torchconform: conformance and benchmark suite for PyTorch training practices.\n"
       "Every practice runs as a correct reference beside deliberately broken variants; a check\n"
       "counts only when the reference passes and every variant it targets is caught.\n"
-      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / fail / error, 2 bad usage."};
+      "Exit codes: 0 every cell ok or skipped, 1 a cell missed / false_alarm / fail / error, 2 bad usage, "
+      "77 every cell skipped (nothing checked)."};
   app.require_subcommand(1);
   if (argc >= 2 && std::string(argv[1]) == "bench") return guarded([&] { return cmd_bench(argc, argv); });
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace tc {
@@ -106,6 +107,28 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells) {
       if (count > 0 && verdict != "total") os << ' ' << verdict << '=' << count;
     }
     os << " total=" << it->second.at("total") << '\n';
+  }
+  print_error_owners(os, cells);
+}
+
+void print_error_owners(std::ostream& os, const std::vector<Cell>& cells) {
+  // owner check -> (the text its detection matches, recipes whose cells threw it, how many cells)
+  std::map<std::string, std::tuple<std::string, std::set<std::string>, int>> owners;
+  for (const Cell& c : cells) {
+    if (!c.metrics.is_object() || !c.metrics.contains("error_owned_by")) continue;
+    const nlohmann::json& o = c.metrics["error_owned_by"];
+    auto& [text, recipes, n] = owners[o.value("check", "")];
+    text = o.value("message_contains", "");
+    recipes.insert(c.recipe);
+    ++n;
+  }
+  for (const auto& [check, entry] : owners) {
+    const auto& [text, recipes, n] = entry;
+    std::string names;
+    for (const std::string& r : recipes) names += (names.empty() ? "" : ", ") + r;
+    os << n << " cell" << (n == 1 ? "" : "s") << " of " << names << " threw the error " << check
+       << " detects (\"" << text << "\"): training itself breaks that practice; " << check
+       << "'s cell is the one to read\n";
   }
 }
 

@@ -14,4 +14,9 @@ void print_cell_line(std::ostream& os, const Cell& cell, size_t index, size_t to
 // The matrix check x recipe for one device, verdicts in the cells, then the summary counts.
 void print_summary(std::ostream& os, const std::vector<Cell>& cells);
 
+// Once per check whose declared detection (DetectsByThrowing) matched an error other checks' cells
+// threw (metrics.error_owned_by): which recipes, how many cells, and that this check owns the
+// practice. Nothing when none did. print_summary ends with it.
+void print_error_owners(std::ostream& os, const std::vector<Cell>& cells);
+
 }  // namespace tc

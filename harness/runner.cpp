@@ -4,10 +4,59 @@
 #include <chrono>
 
 #include "harness/fresh_process.h"
+#include <c10/util/Exception.h>
+
 #include "harness/multi_process.h"
 
 namespace tc {
 namespace {
+
+// An error's message without the C++ backtrace LibTorch appends to what() ("Exception raised from
+// ... (most recent call first):" and a frame list), at most its first few lines.
+std::string error_text(const std::exception& e) {
+  std::string text;
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    text = c10_error->what_without_backtrace();
+  } else {
+    text = e.what();
+  }
+  // Also where a c10::Error's what() was copied into another exception's message.
+  const size_t trace = text.find("Exception raised from ");
+  if (trace != std::string::npos) text.erase(trace);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  constexpr int kMaxLines = 4;
+  size_t pos = 0;
+  for (int line = 1; line <= kMaxLines; ++line) {
+    const size_t newline = text.find('\n', pos);
+    if (newline == std::string::npos) break;
+    if (line == kMaxLines) text = text.substr(0, newline) + "\n(...)";
+    pos = newline + 1;
+  }
+  return text;
+}
+
+// The detection `check` declares for an error with this message, or null.
+const ThrownDetection* declared_detection(const CheckInfo& check, const std::string& message) {
+  for (const ThrownDetection& d : check.detects_by_throwing) {
+    if (!d.message_contains.empty() && message.find(d.message_contains) != std::string::npos) return &d;
+  }
+  return nullptr;
+}
+
+// A broken promise in the check's structured findings (metrics.promises) that the check registered.
+bool breaks_a_registered_promise(const CheckInfo& check, const nlohmann::json& metrics) {
+  if (!metrics.is_object() || !metrics.contains("promises") || !metrics["promises"].is_array()) return false;
+  for (const nlohmann::json& p : metrics["promises"]) {
+    if (!p.is_object() || p.value("status", "") != "broken") continue;
+    const std::string id = p.value("id", "");
+    for (const PromiseInfo& registered : check.promises) {
+      if (registered.id == id) return true;
+    }
+  }
+  return false;
+}
+
+constexpr const char* kNotACatch = "failed without breaking a targeted promise (not a catch): ";
 
 template <typename Info>
 std::vector<const Info*> select(const std::vector<Info>& all, const std::vector<std::string>& names,
@@ -99,6 +148,13 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     }
     cell.verdict = judge(cell.expected, cell.outcome, cell.role);
     if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
+    // A targeted variant is caught only by a promise of the check breaking, never by a failure
+    // that names none (a bug in the check, a timeout, a driver error would read as a catch).
+    if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail &&
+        !breaks_a_registered_promise(*planned.check, cell.metrics)) {
+      cell.verdict = Verdict::kError;
+      cell.evidence = kNotACatch + cell.evidence;
+    }
   } catch (const SkipCell& e) {
     cell.verdict = Verdict::kSkipped;
     cell.evidence = e.what();
@@ -106,14 +162,35 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     cell.verdict = Verdict::kError;
     cell.evidence = std::string("harness error: ") + e.what();
   } catch (const std::exception& e) {
-    // The recipe threw while being checked: that is the recipe failing, and the error its evidence.
+    // The recipe threw while being checked: the recipe failing, and the error its evidence. For a
+    // targeted variant it is a catch only where the check declares that error its detection.
+    const std::string text = error_text(e);
     cell.outcome = Outcome::kFail;
     cell.verdict = judge(cell.expected, cell.outcome, cell.role);
-    cell.evidence = std::string("recipe threw: ") + e.what();
+    cell.evidence = "recipe threw: " + text;
+    if (const ThrownDetection* d = declared_detection(*planned.check, text)) {
+      cell.metrics["promises"] = nlohmann::json::array(
+          {{{"id", d->promise}, {"status", "broken"}, {"evidence", "threw the error it detects: " + text}}});
+      cell.evidence = "- threw the error " + cell.check + " detects (" + d->promise + "): " + text;
+    } else if (cell.expected == Expected::kFail) {
+      cell.verdict = Verdict::kError;
+      cell.evidence = kNotACatch + cell.evidence;
+    }
+    // Another check declares this error its detection: that check owns the practice the recipe
+    // breaks (the summary says so once, not each cell).
+    for (const CheckInfo& owner : registry.checks()) {
+      if (owner.name == cell.check) continue;
+      if (const ThrownDetection* d = declared_detection(owner, text)) {
+        cell.metrics["error_owned_by"] = {{"check", owner.name}, {"promise", d->promise},
+                                          {"message_contains", d->message_contains}};
+        break;
+      }
+    }
   } catch (...) {
     cell.outcome = Outcome::kFail;
-    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
-    cell.evidence = "recipe threw a non-standard exception";
+    cell.verdict = cell.expected == Expected::kFail ? Verdict::kError : judge(cell.expected, cell.outcome, cell.role);
+    cell.evidence = std::string(cell.expected == Expected::kFail ? kNotACatch : "") +
+                    "recipe threw a non-standard exception";
   }
   cell.duration_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -112,26 +112,10 @@ NamedTensors DistributedReference::last_gradients() const { return last_gradient
 
 std::pair<at::Tensor, at::Tensor> DistributedReference::last_batch() const { return {last_x_, last_y_}; }
 
-NamedTensors DistributedReference::single_process_gradients(const NamedTensors& parameters,
-                                                            const at::Tensor& x, const at::Tensor& y) {
-  auto m = build_model();
-  {
-    torch::NoGradGuard no_grad;
-    auto named = m->named_parameters();
-    for (const auto& [name, value] : parameters) {
-      at::Tensor* p = named.find(name);
-      if (p == nullptr) throw std::runtime_error("no parameter '" + name + "' in the model");
-      p->copy_(value);
-    }
-  }
-  m->to(options_.device);
-  m->train();
-  const at::Tensor loss =
-      torch::nn::functional::cross_entropy(m->forward(x.to(options_.device)), y.to(options_.device));
-  loss.backward();
-  NamedTensors out;
-  for (const auto& p : m->named_parameters()) out.emplace_back(p.key(), p.value().grad().to(torch::kCPU));
-  return out;
+at::Tensor DistributedReference::training_loss(torch::nn::Module& model, const at::Tensor& x, const at::Tensor& y) {
+  auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&model);
+  if (sequential == nullptr) throw std::invalid_argument("training_loss: the model is not this recipe's bare_model()");
+  return torch::nn::functional::cross_entropy(sequential->forward(x.to(options_.device)), y.to(options_.device));
 }
 
 std::vector<CheckpointPart> DistributedReference::checkpoint_parts() {

@@ -53,8 +53,7 @@ class DistributedReference : public DistributedRecipe {
   NamedTensors parameters() const override;
   NamedTensors last_gradients() const override;
   std::pair<at::Tensor, at::Tensor> last_batch() const override;
-  NamedTensors single_process_gradients(const NamedTensors& parameters, const at::Tensor& x,
-                                        const at::Tensor& y) override;
+  at::Tensor training_loss(torch::nn::Module& model, const at::Tensor& x, const at::Tensor& y) override;
   std::string save_checkpoint() override;
   void load_checkpoint(const std::string& path) override;
   std::string write_report() override;

@@ -56,10 +56,11 @@ class DistributedRecipe {
   // The gradients the last step's update used (after averaging), and the batch it computed them on.
   virtual NamedTensors last_gradients() const = 0;
   virtual std::pair<at::Tensor, at::Tensor> last_batch() const = 0;
-  // In this process alone: the gradients of the loss over (x, y) at `parameters` (what a single
-  // process training on the concatenated batch computes).
-  virtual NamedTensors single_process_gradients(const NamedTensors& parameters, const at::Tensor& x,
-                                                const at::Tensor& y) = 0;
+  // The training loss of `model` on (x, y), computed as train_step computes its loss. `model` is a
+  // bare_model() the check loaded with a step's parameters, on the run's device, in train mode; the
+  // check backpropagates the loss and reads the gradients itself (what one process training on the
+  // concatenated batch computes), so it judges the recipe's gradients against its own.
+  virtual at::Tensor training_loss(torch::nn::Module& model, const at::Tensor& x, const at::Tensor& y) = 0;
   // Saves the full training state under out_dir and returns its path (the same on every rank);
   // when it returns, every rank can load it.
   virtual std::string save_checkpoint() = 0;

@@ -68,7 +68,8 @@ struct Summary {
 
 Summary summarize(const std::vector<Cell>& cells);
 
-// Exit code of `run` for a set of cells: 0 all ok or skipped, 1 otherwise.
+// Exit code of `run` for a set of cells: 1 when any is missed, false_alarm or error; 77 when every
+// cell was skipped (nothing checked: CTest's SKIP_RETURN_CODE); 0 otherwise.
 int exit_code_for(const std::vector<Cell>& cells);
 
 struct Report {

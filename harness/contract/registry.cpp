@@ -65,9 +65,29 @@ std::vector<std::string> Registry::validate() const {
   std::vector<std::string> problems;
   for (const RecipeInfo& r : recipes_) {
     for (const std::string& t : r.targets) {
-      if (find_check(t) == nullptr) {
+      const CheckInfo* c = find_check(t);
+      if (c == nullptr) {
         problems.push_back("recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) +
                            ") targets unknown check '" + t + "'");
+      } else if (!c->covers_variants) {
+        // It would never be run on it: the variant would be targeted and never caught.
+        problems.push_back("recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) +
+                           ") targets check '" + t + "', which plans no variant cells (" +
+                           (c->unsupported.empty() ? "CorrectRecipesOnly" : "unsupported") + ")");
+      }
+    }
+  }
+  for (const CheckInfo& c : checks_) {
+    for (const ThrownDetection& d : c.detects_by_throwing) {
+      const bool known = std::any_of(c.promises.begin(), c.promises.end(),
+                                     [&](const PromiseInfo& p) { return p.id == d.promise; });
+      if (!known) {
+        problems.push_back("check '" + c.name + "' (" + c.file + ":" + std::to_string(c.line) +
+                           ") detects by throwing for promise '" + d.promise + "', which it does not register");
+      }
+      if (d.message_contains.empty()) {
+        problems.push_back("check '" + c.name + "' (" + c.file + ":" + std::to_string(c.line) +
+                           ") detects by throwing with an empty message: every error would be a catch");
       }
     }
   }
@@ -99,6 +119,11 @@ CheckBuilder* CheckBuilder::CorrectRecipesOnly() {
 
 CheckBuilder* CheckBuilder::Preflight(std::function<void(const CheckContext&)> fn) {
   info().preflight = std::move(fn);
+  return this;
+}
+
+CheckBuilder* CheckBuilder::DetectsByThrowing(const std::string& promise, const std::string& message_contains) {
+  info().detects_by_throwing.push_back({promise, message_contains});
   return this;
 }
 

@@ -11,6 +11,12 @@
 //   TC_CHECK(my_check, "what it promises")->Promise("bitwise", "two runs are bitwise equal")
 //       ->Timeout(900);                     // ->MultiProcess(2) ->RunsAlone() ->CorrectRecipesOnly()
 //
+// A targeted variant counts as caught only when its cell breaks one of the check's promises
+// (metrics.promises, status "broken"), or throws an error the check declares as its detection:
+//
+//   TC_CHECK(autograd_inplace, "...")->Promise("version_counter", "...")
+//       ->DetectsByThrowing("version_counter", "modified by an inplace operation");
+//
 // A recipe is a tc::Run subclass (harness/contract/run.h). The suite's own correct recipe is a
 // control (->Control()); a user's recipe registered without attributes is a subject under test.
 // A broken variant names the checks that must catch it, and what it needs to be caught:
@@ -96,6 +102,14 @@ struct PromiseInfo {
   std::string text;
 };
 
+// An error a check declares as its detection: a cell of a variant it targets that throws an error
+// whose message contains `message_contains` has broken `promise` (an id the check registered).
+// Any other error of a targeted variant's cell is not a catch (verdict error).
+struct ThrownDetection {
+  std::string promise;
+  std::string message_contains;
+};
+
 struct CheckInfo {
   std::string name;
   std::string promise;  // the whole promise in one line (list, README)
@@ -111,6 +125,7 @@ struct CheckInfo {
   // A multi-process check: run in the launching process before torchrun starts; throws SkipCell
   // when the cell cannot run (e.g. the recipe lacks the probe), so nothing is launched for it.
   std::function<void(const CheckContext&)> preflight;
+  std::vector<ThrownDetection> detects_by_throwing;  // errors that are its detection (see above)
 
   bool multi_process() const { return ranks > 0; }
 };
@@ -151,7 +166,8 @@ class Registry {
   // pass for a correct recipe, fail where a variant is targeted, any elsewhere.
   Expected expected(const std::string& check, const std::string& recipe) const;
 
-  // Problems a registration cannot see alone (a variant targeting an unknown check).
+  // Problems a registration cannot see alone: a variant targeting an unknown check or one that plans
+  // no variant cells (CorrectRecipesOnly), a declared detection naming an unregistered promise.
   std::vector<std::string> validate() const;
 
  private:
@@ -174,6 +190,9 @@ class CheckBuilder {
   CheckBuilder* CorrectRecipesOnly();
   // A multi-process check's test in the launching process (see CheckInfo::preflight).
   CheckBuilder* Preflight(std::function<void(const CheckContext&)> fn);
+  // An error whose message contains `message_contains` is this check catching a targeted variant
+  // by breaking `promise` (see ThrownDetection).
+  CheckBuilder* DetectsByThrowing(const std::string& promise, const std::string& message_contains);
 
  private:
   CheckInfo& info();

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -217,11 +218,33 @@ constexpr int kCorruptions = 1000;  // of each kind, truncations and bit flips
 // Every input committed under the fuzzers' regressions/ folders (crashers they found, and inputs
 // found by review) runs through the same body as the fuzzer, in a child: no crash, no escape of an
 // exception the contract does not allow.
+// The verdict each input of a regressions folder must get, from its EXPECTED file: lines
+// "<input> accepted|rejected" ('#' starts a comment).
+inline std::map<std::string, std::string> expected_verdicts(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  std::istringstream lines(posix_fs::read_bytes(dir + "/EXPECTED"));
+  std::string line;
+  while (std::getline(lines, line)) {
+    line = line.substr(0, line.find('#'));
+    std::istringstream fields(line);
+    std::string name, verdict, extra;
+    if (!(fields >> name)) continue;
+    fields >> verdict;
+    EXPECT_TRUE((verdict == "accepted" || verdict == "rejected") && !(fields >> extra))
+        << dir << "/EXPECTED: '" << line << "' is not '<input> accepted|rejected'";
+    out[name] = verdict;
+  }
+  return out;
+}
+
+// Replays every input of a regressions folder through a fuzz body, each in a child: none may
+// crash, each must get the verdict EXPECTED names, and the folder must hold at least one input.
 inline void replay(const std::string& folder, bool (*body)(const uint8_t*, size_t)) {
   const std::string dir = std::string(TC_SOURCE_DIR) + "/" + folder;
+  std::map<std::string, std::string> expected = expected_verdicts(dir);
   int n = 0;
   for (const std::string& name : list_dir(dir)) {
-    if (name == "README.md") continue;
+    if (name == "README.md" || name == "EXPECTED") continue;
     const std::string input = posix_fs::read_bytes(dir + "/" + name);
     const ChildResult r = in_child([&] {
       const bool ok = body(reinterpret_cast<const uint8_t*>(input.data()), input.size());
@@ -230,8 +253,17 @@ inline void replay(const std::string& folder, bool (*body)(const uint8_t*, size_
     ++n;
     EXPECT_FALSE(r.crashed) << folder << "/" << name << ": " << r.how;
     EXPECT_NE(r.verdict, 'X') << folder << "/" << name << ": " << r.message;
+    auto want = expected.find(name);
+    if (want == expected.end()) {
+      ADD_FAILURE() << folder << "/" << name << ": no line in EXPECTED (accepted or rejected?)";
+    } else {
+      EXPECT_EQ(r.message, want->second) << folder << "/" << name;
+      expected.erase(want);
+    }
     std::cout << "[fuzz] " << folder << "/" << name << ": " << (r.crashed ? r.how : r.message) << "\n";
   }
+  for (const auto& [name, verdict] : expected) ADD_FAILURE() << folder << "/EXPECTED names '" << name << "', not there";
+  EXPECT_GT(n, 0) << folder << " holds no input: the replay would check nothing";
   std::cout << "[fuzz] " << folder << ": " << n << " inputs replayed\n";
 }
 

@@ -1,5 +1,9 @@
+#include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
+
+#include "harness/console.h"
 #include "harness/contract/record.h"
 #include "harness/runner.h"
 #include "harness/contract/run.h"
@@ -48,6 +52,17 @@ TEST(Verdict, ExitCodeIsOneForAnythingButOkOrSkipped) {
   }
 }
 
+// Nothing checked is not a pass: 77, CTest's SKIP_RETURN_CODE for the conformance tests.
+TEST(Verdict, ExitCodeIsSeventySevenWhenEveryCellWasSkipped) {
+  std::vector<Cell> cells(2);
+  cells[0].verdict = Verdict::kSkipped;
+  cells[1].verdict = Verdict::kSkipped;
+  EXPECT_EQ(exit_code_for(cells), 77);
+  cells[1].verdict = Verdict::kError;
+  EXPECT_EQ(exit_code_for(cells), 1);
+  EXPECT_EQ(exit_code_for({}), 0);
+}
+
 TEST(Verdict, SummaryCountsEveryVerdict) {
   std::vector<Cell> cells(3);
   cells[0].verdict = Verdict::kOk;
@@ -86,7 +101,15 @@ class RunnerTest : public ::testing::Test {
   void SetUp() override {
     auto none = [] { return std::unique_ptr<::tc::Run>(); };
     reg.add_check({"passes", "p", [](const CheckContext&) { return CheckResult::pass("held"); }, "t", 1});
-    reg.add_check({"fails", "p", [](const CheckContext&) { return CheckResult::fail("broke"); }, "t", 2});
+    // Fails as the kit's Findings do: its broken promise named in metrics.promises.
+    CheckInfo fails{"fails", "p",
+                    [](const CheckContext&) {
+                      return CheckResult::fail(
+                          "broke", {{"promises", {{{"id", "same"}, {"status", "broken"}, {"evidence", "broke"}}}}});
+                    },
+                    "t", 2};
+    fails.promises = {{"same", "the same"}};
+    reg.add_check(fails);
     reg.add_check({"throws", "p",
                    [](const CheckContext&) -> CheckResult { throw std::runtime_error("boom in recipe"); },
                    "t", 3});
@@ -169,6 +192,88 @@ TEST_F(RunnerTest, RecipeThrowingIsAFailWithTheErrorAsEvidence) {
   EXPECT_EQ(c.outcome, Outcome::kFail);
   EXPECT_EQ(c.verdict, Verdict::kFalseAlarm);
   EXPECT_NE(c.evidence.find("boom in recipe"), std::string::npos);
+}
+
+// A targeted variant is caught only by a registered promise of the check breaking: a fail that
+// names none (a bug in the check, a timeout), or one naming a promise the check does not have, is
+// an error, not a catch.
+TEST_F(RunnerTest, VariantFailingWithoutABrokenPromiseIsAnErrorNotACatch) {
+  CheckInfo bare{"bare", "p", [](const CheckContext&) { return CheckResult::fail("index out of range"); }, "t", 10};
+  bare.promises = {{"same", "the same"}};
+  reg.add_check(bare);
+  CheckInfo stranger{"stranger", "p",
+                     [](const CheckContext&) {
+                       return CheckResult::fail(
+                           "x", {{"promises", {{{"id", "other"}, {"status", "broken"}, {"evidence", "x"}}}}});
+                     },
+                     "t", 11};
+  stranger.promises = {{"same", "the same"}};
+  reg.add_check(stranger);
+  reg.add_recipe({"targets_both", "broken", {"bare", "stranger"}, [] { return std::unique_ptr<::tc::Run>(); }, "t", 12});
+  Cell c = only("bare", "targets_both");
+  EXPECT_EQ(c.outcome, Outcome::kFail);
+  EXPECT_EQ(c.verdict, Verdict::kError);
+  EXPECT_EQ(c.evidence, "failed without breaking a targeted promise (not a catch): index out of range");
+  EXPECT_EQ(only("stranger", "targets_both").verdict, Verdict::kError);
+  // The same bare fail on a recipe that is not targeted stays what it was (recorded, not judged).
+  EXPECT_EQ(only("bare", "reference").verdict, Verdict::kFalseAlarm);
+}
+
+TEST_F(RunnerTest, VariantThrowingIsACatchOnlyWhereTheCheckDeclaresThatError) {
+  auto throws_version_error = [](const CheckContext&) -> CheckResult {
+    throw std::runtime_error("one of the variables needed for gradient computation has been modified by an inplace operation");
+  };
+  CheckInfo owner{"owner", "p", throws_version_error, "t", 10};
+  owner.promises = {{"version_counter", "no saved tensor is modified"}};
+  owner.detects_by_throwing = {{"version_counter", "modified by an inplace operation"}};
+  reg.add_check(owner);
+  reg.add_check({"bystander", "p", throws_version_error, "t", 11});
+  reg.add_recipe({"inplace", "broken", {"owner", "bystander", "throws"}, [] { return std::unique_ptr<::tc::Run>(); }, "t", 12});
+
+  Cell caught = only("owner", "inplace");
+  EXPECT_EQ(caught.verdict, Verdict::kOk) << caught.evidence;
+  EXPECT_EQ(caught.outcome, Outcome::kFail);
+  ASSERT_EQ(caught.metrics["promises"].size(), 1u);
+  EXPECT_EQ(caught.metrics["promises"][0]["id"], "version_counter");
+  EXPECT_EQ(caught.metrics["promises"][0]["status"], "broken");
+
+  // Another check's error: not a catch, and the check that owns the practice is named once.
+  Cell other = only("bystander", "inplace");
+  EXPECT_EQ(other.verdict, Verdict::kError);
+  EXPECT_EQ(other.evidence.rfind("failed without breaking a targeted promise (not a catch): recipe threw: ", 0), 0u)
+      << other.evidence;
+  EXPECT_EQ(other.metrics["error_owned_by"]["check"], "owner");
+  // Said once for all such cells, in the summary.
+  std::ostringstream summary;
+  print_error_owners(summary, {other, other, caught});
+  EXPECT_EQ(summary.str(),
+            "2 cells of inplace threw the error owner detects (\"modified by an inplace operation\"): training "
+            "itself breaks that practice; owner's cell is the one to read\n");
+  // An error nobody declares (a bug, a timeout, a driver error) is not a catch either.
+  Cell boom = only("throws", "inplace");
+  EXPECT_EQ(boom.verdict, Verdict::kError);
+  EXPECT_NE(boom.evidence.find("boom in recipe"), std::string::npos);
+  EXPECT_FALSE(boom.metrics.contains("error_owned_by"));
+}
+
+// "recipe threw" carries the error's message, not the C++ backtrace LibTorch appends to what().
+TEST_F(RunnerTest, RecipeThrewEvidenceHasNoBacktrace) {
+  reg.add_check({"c10", "p",
+                 [](const CheckContext&) -> CheckResult {
+                   TORCH_CHECK(false, "shapes [2, 3] and [4] do not match");
+                   return CheckResult::pass("unreachable");
+                 },
+                 "t", 10});
+  reg.add_check({"copied", "p",
+                 [](const CheckContext&) -> CheckResult {
+                   throw std::runtime_error("first line\nsecond line\nException raised from f at x.cpp:1 "
+                                            "(most recent call first):\nframe #0: g()\nframe #1: h()");
+                 },
+                 "t", 11});
+  Cell c = only("c10", "reference");
+  EXPECT_EQ(c.evidence, "recipe threw: shapes [2, 3] and [4] do not match") << c.evidence;
+  Cell copied = only("copied", "reference");
+  EXPECT_EQ(copied.evidence, "recipe threw: first line\nsecond line") << copied.evidence;
 }
 
 TEST_F(RunnerTest, HarnessErrorIsErrorAndSkipIsSkipped) {

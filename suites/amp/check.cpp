@@ -202,7 +202,9 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   m["parity_" + d] = {{"steps", steps}, {"settling_steps", warm}, {"tolerance", tol},
                       {"max_loss_rel_diff", worst_loss}, {"update_rel_err", update_err},
                       {"loss_amp", la}, {"loss_fp32", lf}, {"scale_after_step", scales},
-                      {"steps_skipped_by_scaler", skipped}, {"precondition_met", true}};
+                      {"steps_skipped_by_scaler", skipped}, {"precondition_met", true},
+                      // Each deviation over its bar (> 1 breaks parity): how clearly it held or broke.
+                      {"loss_margin", worst_loss / tol}, {"update_margin", update_err / tol}};
   const std::string what = d + " parity (" + std::to_string(steps) + " steps vs fp32" +
                            (scaled ? ", from the checkpoint after " + std::to_string(warm) + " steps that let the scaler calibrate" : "") +
                            ", tolerance 8u = " + sci(tol) + ")";

@@ -4,8 +4,9 @@
 // `torchconform run --check distributed ...` under a torchrun of their own instead. Every rank runs the recipe's distributed training twice from the same seed and
 // records what it saw; rank 0 gathers the records over the store and judges:
 //
-//   - gradients: after all-reduce, the step-0 gradients of every rank equal one process's gradients
-//     on the concatenated batch (float32 sums in another order: tolerance 1e-4 of each tensor's
+//   - gradients: after all-reduce, the step-0 gradients of every rank equal the gradients the check
+//     computes itself in one process on the concatenated batch (the recipe's bare model loaded with
+//     the step's parameters, its training loss, the check's backward); an empty list fails (float32 sums in another order: tolerance 1e-4 of each tensor's
 //     largest |gradient|; sums here have at most 16 samples x 64 positions = 1024 terms, whose
 //     reordering error is bounded by about 1024 * 2^-24 = 6e-5 relative to the sum of |terms|);
 //   - replicas: every rank's parameters bitwise identical after every step;
@@ -103,7 +104,39 @@ class WriteWatch {
   int fd_ = -1;
 };
 
-// Step-0 gradients of every rank (after averaging) against one process on the whole batch.
+// The check's own gradients: a bare model loaded with the step's starting parameters, the recipe's
+// training loss on the whole batch (every rank's part), backpropagated here in one process.
+// Throws std::runtime_error naming what does not fit (a parameter the model does not have).
+NamedTensors own_gradients(tc::DistributedRecipe& d, const NamedTensors& p0, const at::Tensor& x,
+                           const at::Tensor& y, const c10::Device& device) {
+  std::shared_ptr<torch::nn::Module> m = d.bare_model();
+  {
+    torch::NoGradGuard no_grad;
+    auto named = m->named_parameters();
+    if (named.size() != p0.size()) {
+      throw std::runtime_error("the bare model has " + std::to_string(named.size()) + " parameters, the run " +
+                               std::to_string(p0.size()));
+    }
+    for (const auto& [name, value] : p0) {
+      at::Tensor* p = named.find(name);
+      if (p == nullptr) throw std::runtime_error("the bare model has no parameter '" + name + "'");
+      p->copy_(value);
+    }
+  }
+  m->to(device);
+  m->train();
+  m->zero_grad(/*set_to_none=*/true);
+  d.training_loss(*m, x, y).backward();
+  NamedTensors out;
+  for (const auto& p : m->named_parameters()) {
+    if (!p.value().grad().defined()) throw std::runtime_error("the training loss does not depend on '" + p.key() + "'");
+    out.emplace_back(p.key(), p.value().grad().detach().to(torch::kCPU).clone());
+  }
+  return out;
+}
+
+// Step-0 gradients of every rank (after averaging) against the check's own on the whole batch.
+// "max_rel_diff" where every parameter has a gradient from every rank; otherwise "problem".
 json compare_gradients(tc::DistributedRecipe& d, dist::ProcessGroup& pg, const NamedTensors& p0,
                        const c10::Device& device) {
   auto [x, y] = d.last_batch();
@@ -113,21 +146,42 @@ json compare_gradients(tc::DistributedRecipe& d, dist::ProcessGroup& pg, const N
   std::vector<std::vector<at::Tensor>> per_tensor;  // [tensor][rank]
   for (const auto& [name, g] : grads) per_tensor.push_back(pg.all_gather(g.to(device).contiguous()));
   if (pg.rank() != 0) return json::object();
-  const NamedTensors want = d.single_process_gradients(p0, torch::cat(xs).cpu(), torch::cat(ys).cpu());
   json j = {{"tolerance_rel", kGradRelTolerance}, {"batch", torch::cat(xs).size(0)}};
+  NamedTensors want;
+  try {
+    want = own_gradients(d, p0, torch::cat(xs), torch::cat(ys), device);
+  } catch (const std::exception& e) {
+    j["problem"] = std::string("the check could not compute its own gradients: ") + first_line(e.what());
+    return j;
+  }
+  if (grads.empty()) {
+    j["problem"] = "the recipe reported no gradients (last_gradients() is empty)";
+    return j;
+  }
   double worst = 0.0;
   std::string worst_where;
-  for (size_t t = 0; t < want.size() && t < per_tensor.size(); ++t) {
-    const double scale = want[t].second.abs().max().item<double>();
+  for (const auto& [name, expected] : want) {
+    size_t t = 0;
+    while (t < grads.size() && grads[t].first != name) ++t;
+    if (t == grads.size()) {
+      j["problem"] = "the recipe reported no gradient for '" + name + "'";
+      return j;
+    }
+    const double scale = expected.abs().max().item<double>();
     for (size_t r = 0; r < per_tensor[t].size(); ++r) {
-      const double rel = max_abs_diff(per_tensor[t][r].cpu(), want[t].second) / (scale > 0 ? scale : 1.0);
+      const at::Tensor got = per_tensor[t][r].cpu();
+      if (got.sizes() != expected.sizes()) {
+        j["problem"] = "rank " + std::to_string(r) + "'s gradient of '" + name + "' has shape " +
+                       c10::str(got.sizes()) + ", the parameter " + c10::str(expected.sizes());
+        return j;
+      }
+      const double rel = max_abs_diff(got, expected) / (scale > 0 ? scale : 1.0);
       if (rel > worst || worst_where.empty()) {
         worst = rel;
-        worst_where = "'" + want[t].first + "' on rank " + std::to_string(r);
+        worst_where = "'" + name + "' on rank " + std::to_string(r);
       }
     }
   }
-  if (want.size() != per_tensor.size()) worst = std::numeric_limits<double>::infinity();
   j["max_rel_diff"] = worst;
   j["where"] = worst_where;
   return j;
@@ -208,21 +262,29 @@ struct Records {
   int runs() const { return static_cast<int>(ranks[0].size()); }
 };
 
-// 1. Step-0 gradients after all-reduce against one process on the whole batch.
+// 1. Step-0 gradients after all-reduce against the check's own (one process, the whole batch).
 void ddp_gradients(const Records& rec, Findings& out) {
   const json& g = rec.r0()[0]["gradients"];
-  out.metrics()["grad_max_rel_diff"] = g["max_rel_diff"];
   out.metrics()["grad_tolerance_rel"] = kGradRelTolerance;
-  if (!(g["max_rel_diff"].get<double>() <= kGradRelTolerance)) {
-    out.broken("ddp_gradients", "step-0 gradients differ from one process on the whole batch of " +
-                                    std::to_string(g["batch"].get<int64_t>()) + ": max |diff| " +
-                                    format_double(g["max_rel_diff"].get<double>(), 3) + " of the largest |gradient| (" +
-                                    g["where"].get<std::string>() + "), tolerance " +
-                                    format_double(kGradRelTolerance, 1));
+  if (g.contains("problem")) {
+    out.broken("ddp_gradients", "step-0 gradients: " + g["problem"].get<std::string>());
+    return;
+  }
+  const double diff = g["max_rel_diff"].get<double>();
+  out.metrics()["grad_max_rel_diff"] = diff;
+  if (!(diff <= kGradRelTolerance)) {
+    out.broken("ddp_gradients",
+               "step-0 gradients differ from one process on the whole batch of " +
+                   std::to_string(g["batch"].get<int64_t>()) + " (computed by the check): max |diff| " +
+                   format_double(diff, 3) + " of the largest |gradient| (" + g["where"].get<std::string>() +
+                   "), tolerance " + format_double(kGradRelTolerance, 1),
+               diff, kGradRelTolerance);
   } else {
-    out.held("ddp_gradients", "step-0 gradients equal one process on the whole batch (max |diff| " +
-                                  format_double(g["max_rel_diff"].get<double>(), 2) +
-                                  " of the largest |gradient|, tolerance " + format_double(kGradRelTolerance, 1) + ")");
+    out.held("ddp_gradients",
+             "step-0 gradients equal one process on the whole batch (computed by the check; max |diff| " +
+                 format_double(diff, 2) + " of the largest |gradient|, tolerance " +
+                 format_double(kGradRelTolerance, 1) + ")",
+             diff, kGradRelTolerance);
   }
 }
 

@@ -56,9 +56,15 @@ class DistributedFaults : public ::testing::Test {
   std::string dir_;
 };
 
-// Three ranks, rank 1 killed: both survivors must say so, each within the timeout + 30 s.
+// Three ranks, rank 1 killed: both survivors must say so, each before the collective timeout. A
+// SIGKILLed rank's sockets close at once, so each survivor's collective fails at once (Gloo:
+// "Connection closed by peer"), then it waits at most the 3 s check-in grace of lost_ranks() before
+// it writes its note: about 3.1 s measured. The bound is the collective timeout itself (10 s): it
+// leaves about 7 s of scheduling slack on a loaded machine, and fails a survivor that learns of the
+// loss only through its timeout (at least 10 s + 3 s), which a hung rank's test covers instead.
 TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
   const int64_t timeout_ms = 10000;
+  const double grace_s = 3.0;  // ProcessGroup::lost_ranks' check-in wait (reference/distributed.cpp)
   const std::string out = dir_ + "/killed";
   const auto r = dist_launch::run(trainer(out, 0,
                                           {"--steps", "8", "--timeout-ms", std::to_string(timeout_ms),
@@ -76,9 +82,10 @@ TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
     EXPECT_NE(message.find("lost rank 1 "), std::string::npos) << message;
     const double exit_after_s = ((*survivor)["t_ns"].get<int64_t>() - (*killed)["t_ns"].get<int64_t>()) / 1e9;
     std::cout << "rank 1 of 3 SIGKILLed before step 3: rank " << rank << " exited 1 after " << exit_after_s
-              << " s (limit " << timeout_ms / 1000 + 30 << " s): " << message << '\n';
+              << " s (check-in grace " << grace_s << " s, limit: the collective timeout, " << timeout_ms / 1000.0
+              << " s): " << message << '\n';
     RecordProperty("rank" + std::to_string(rank) + "_exit_after_s", std::to_string(exit_after_s));
-    EXPECT_LE(exit_after_s, timeout_ms / 1000.0 + 30.0);
+    EXPECT_LT(exit_after_s, timeout_ms / 1000.0) << "rank " << rank << " did not see the closed connection";
   }
   std::cout << "torchrun exited " << r.exit_code << " after " << r.wall_s << " s in all\n";
   EXPECT_FALSE(posix_fs::exists(out + "/final.json"));

@@ -61,8 +61,10 @@ void gradients_equal(const Pass& plain, const Pass& recomputed, Findings& out) {
   }
 }
 
-// Activation memory kept from the end of the forward to the backward: at least 10% lower.
+// Activation memory kept from the end of the forward to the backward: at least 10% lower. The
+// deviation judged is the ratio recomputed / plain against the bar 0.9 (margin = ratio / 0.9).
 void peak_memory_lower(const Pass& plain, const Pass& recomputed, Findings& out) {
+  constexpr double kBar = 0.9;
   const double ratio =
       static_cast<double>(recomputed.retained) / static_cast<double>(std::max<int64_t>(plain.retained, 1));
   nlohmann::json& m = out.metrics();
@@ -73,15 +75,17 @@ void peak_memory_lower(const Pass& plain, const Pass& recomputed, Findings& out)
   m["step_peak_bytes_recompute"] = recomputed.peak;
   m["memory_method"] = plain.method;
   const std::string bytes = std::to_string(recomputed.retained) + " vs " + std::to_string(plain.retained) + " bytes";
-  if (ratio > 0.9) {
-    out.broken("peak_memory_lower", "activation memory kept for backward with recomputation is " +
-                                        format_double(ratio * 100, 3) + "% of plain backprop's (" + bytes +
-                                        "), not at least 10% lower");
+  if (ratio > kBar) {
+    out.broken("activation_memory_lower",
+               "activation memory kept for backward with recomputation is " + format_double(ratio * 100, 3) +
+                   "% of plain backprop's (" + bytes + "), not at least 10% lower",
+               ratio, kBar);
   } else {
-    out.held("peak_memory_lower", "activation memory kept for backward " + bytes + " (" +
-                                      format_double(ratio * 100, 3) + "%); step peak " +
-                                      std::to_string(recomputed.peak) + " vs " + std::to_string(plain.peak) +
-                                      " bytes (reported, not judged); measured by " + plain.method);
+    out.held("activation_memory_lower",
+             "activation memory kept for backward " + bytes + " (" + format_double(ratio * 100, 3) +
+                 "%); step peak " + std::to_string(recomputed.peak) + " vs " + std::to_string(plain.peak) +
+                 " bytes (reported, not judged); measured by " + plain.method,
+             ratio, kBar);
   }
 }
 
@@ -99,7 +103,10 @@ CheckResult check_grad_checkpointing(const CheckContext& ctx) {
 
 namespace tc {
 TC_CHECK(grad_checkpointing,
-         "recomputed activations give gradients equal to plain backprop; peak memory lower")
+         "recomputed activations give gradients equal to plain backprop; activation memory kept for "
+         "backward at least 10% lower")
     ->Promise("gradients_equal", "recomputed activations give gradients equal to plain backprop")
-    ->Promise("peak_memory_lower", "peak activation memory is lower");
+    ->Promise("activation_memory_lower",
+              "activation memory kept from the forward for the backward is at least 10% lower (the step's "
+              "peak is reported, not judged)");
 }  // namespace tc

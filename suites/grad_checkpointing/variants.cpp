@@ -52,9 +52,32 @@ class ReentrantDropsParamGrads : public ref::ReferenceRun {
   }
 };
 
+// A model whose forward was rewritten and no longer honours the option: it accepts
+// activation_checkpointing (the flag is set) but always runs the features plainly, so every
+// activation is kept for backward as without it.
+struct IgnoresCheckpointingImpl : ref::ImageClassifierImpl {
+  using ImageClassifierImpl::ImageClassifierImpl;
+  torch::Tensor forward(torch::Tensor x) override {
+    x = features->forward(x);
+    x = x.flatten(1);
+    return classifier->forward(x);
+  }
+};
+
+class IgnoresCheckpointing : public ref::ReferenceRun {
+ protected:
+  ref::ImageClassifier build_model() override {
+    return ref::make_classifier<IgnoresCheckpointingImpl>(config_.data.classes, config_.data.image_size,
+                                                          config_.dropout);
+  }
+};
+
 }  // namespace tc::variants
 
 TC_RECIPE(tc::variants::ReentrantDropsParamGrads, "reentrant_drops_param_grads",
           "recomputation that detaches its input (use_reentrant=True): parameters inside "
                    "get no gradient when the input needs none")
+    ->MustBeCaughtBy({"grad_checkpointing"});
+TC_RECIPE(tc::variants::IgnoresCheckpointing, "ignores_checkpointing",
+          "a forward that never recomputes: activation_checkpointing is accepted and has no effect")
     ->MustBeCaughtBy({"grad_checkpointing"});

@@ -10,6 +10,22 @@ void Findings::broken(const std::string& promise, const std::string& evidence) {
   entries_.push_back({promise, "broken", evidence});
 }
 
+namespace {
+nlohmann::json measure(double deviation, double bar) {
+  return {{"deviation", deviation},
+          {"bar", bar},
+          {"margin", bar > 0 ? nlohmann::json(deviation / bar) : nlohmann::json(nullptr)}};
+}
+}  // namespace
+
+void Findings::held(const std::string& promise, const std::string& evidence, double deviation, double bar) {
+  entries_.push_back({promise, "held", evidence, measure(deviation, bar)});
+}
+
+void Findings::broken(const std::string& promise, const std::string& evidence, double deviation, double bar) {
+  entries_.push_back({promise, "broken", evidence, measure(deviation, bar)});
+}
+
 void Findings::recorded(const std::string& promise, const std::string& evidence) {
   entries_.push_back({promise, "recorded", evidence});
 }
@@ -25,7 +41,9 @@ CheckResult Findings::result(const std::string& head) const {
   nlohmann::json metrics = metrics_;
   nlohmann::json promises = nlohmann::json::array();
   for (const Entry& e : entries_) {
-    promises.push_back({{"id", e.promise}, {"status", e.status}, {"evidence", e.evidence}});
+    nlohmann::json p = {{"id", e.promise}, {"status", e.status}, {"evidence", e.evidence}};
+    if (!e.measure.is_null()) p.update(e.measure);
+    promises.push_back(std::move(p));
   }
   metrics["promises"] = promises;
   std::string ev = head;

@@ -52,6 +52,11 @@ class Findings {
  public:
   void held(const std::string& promise, const std::string& evidence);
   void broken(const std::string& promise, const std::string& evidence);
+  // A measured promise: `deviation` judged against `bar` (broken when it exceeds the bar, in the
+  // units the evidence states). metrics.promises records both and margin = deviation / bar, so a
+  // test can require a variant to be caught clearly, and the reference to hold clearly.
+  void held(const std::string& promise, const std::string& evidence, double deviation, double bar);
+  void broken(const std::string& promise, const std::string& evidence, double deviation, double bar);
   // Measured and reported, not judged (e.g. a throughput on hardware where it means nothing).
   void recorded(const std::string& promise, const std::string& evidence);
 
@@ -64,6 +69,7 @@ class Findings {
  private:
   struct Entry {
     std::string promise, status, evidence;
+    nlohmann::json measure;  // {"deviation", "bar", "margin"} for a measured promise, else null
   };
   std::vector<Entry> entries_;
   nlohmann::json metrics_ = nlohmann::json::object();

@@ -67,6 +67,34 @@ TEST(Registry, ValidateFlagsVariantTargetingUnknownCheck) {
   EXPECT_NE(problems[0].find("file.cpp:7"), std::string::npos);
 }
 
+// A variant targeting a check that plans no variant cells would be targeted and never run.
+TEST(Registry, ValidateRefusesVariantTargetingACorrectRecipesOnlyCheck) {
+  Registry reg;
+  reg.add_check({"a", "p", always_pass, "a.cpp", 1});
+  reg.add_check({"only_correct", "p", always_pass, "b.cpp", 2});
+  CheckBuilder(reg, "only_correct").CorrectRecipesOnly();
+  reg.add_recipe(recipe("broken", {"a", "only_correct"}));
+  auto problems = reg.validate();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("'only_correct', which plans no variant cells (CorrectRecipesOnly)"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[0].find("file.cpp:7"), std::string::npos) << problems[0];
+}
+
+TEST(Registry, ValidateRefusesADeclaredDetectionOfAnUnregisteredPromiseOrAnyError) {
+  Registry reg;
+  reg.add_check({"a", "p", always_pass, "a.cpp", 1});
+  CheckBuilder(reg, "a").Promise("held")->DetectsByThrowing("typo", "modified by an inplace operation")
+      ->DetectsByThrowing("held", "");
+  const CheckInfo& c = *reg.find_check("a");
+  ASSERT_EQ(c.detects_by_throwing.size(), 2u);
+  EXPECT_EQ(c.detects_by_throwing[0].message_contains, "modified by an inplace operation");
+  auto problems = reg.validate();
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("'typo', which it does not register"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("empty message"), std::string::npos) << problems[1];
+}
+
 TEST(Registry, BuilderSetsEveryAttributeOfTheRegisteredCheckAndRecipe) {
   Registry reg;
   reg.add_check({"a", "p", always_pass, "a.cpp", 1});
