@@ -14,43 +14,13 @@
 
 #include "harness/launch.h"
 #include "harness/report_json.h"
+#include "harness/scratch.h"
 #include "harness/util/posix_fs.h"
 
 extern char** environ;
 
 namespace tc {
 namespace {
-
-int timeout_s() {
-  const char* v = std::getenv("TORCHCONFORM_FRESH_PROCESS_TIMEOUT_S");
-  if (v == nullptr || *v == '\0') return 300;
-  try {
-    size_t used = 0;
-    const int n = std::stoi(v, &used);
-    if (used == std::string(v).size() && n > 0) return n;
-  } catch (const std::exception&) {
-  }
-  throw HarnessError(std::string("TORCHCONFORM_FRESH_PROCESS_TIMEOUT_S='") + v + "' is not a positive whole number");
-}
-
-// A temporary directory removed when it goes out of scope.
-class Scratch {
- public:
-  Scratch() {
-    try {
-      path_ = posix_fs::make_temp_dir("torchconform-fresh-");
-    } catch (const std::exception& e) {
-      throw HarnessError(e.what());
-    }
-  }
-  ~Scratch() { posix_fs::remove_tree(path_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 struct Exit {
   int code = -1;  // exit status, or 128 + signal
@@ -100,14 +70,14 @@ Exit spawn_and_wait(const std::vector<std::string>& argv, const std::string& log
 nlohmann::json run_part_in_fresh_process(const std::string& executable, const CheckContext& ctx,
                                          const std::string& part) {
   if (executable.empty()) throw HarnessError("no executable to start a fresh process of (RunPlan::executable)");
-  Scratch scratch;
+  Scratch scratch("torchconform-fresh-");
   const std::string report = scratch.file("part.json"), log = scratch.file("part.log");
   std::vector<std::string> argv = {executable, "run", "--device", ctx.device, "--check", ctx.check,
                                    "--recipe", ctx.recipe, "--seed", std::to_string(ctx.seed),
                                    "--part", part, "--json", report, "--html", ""};
   if (ctx.quick) argv.push_back("--quick");
   const std::string what = "the fresh process running " + ctx.check + " part '" + part + "'";
-  const int limit = timeout_s();
+  const int limit = env_positive_int("TORCHCONFORM_FRESH_PROCESS_TIMEOUT_S", 300);
   const Exit e = spawn_and_wait(argv, log, std::chrono::seconds(limit));
   if (e.timed_out) {
     throw HarnessError(what + " did not finish in " + std::to_string(limit) + " s and was killed:\n" +

@@ -6,48 +6,10 @@
 #include "harness/launch.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
+#include "harness/scratch.h"
 #include "harness/util/posix_fs.h"
 
 namespace tc {
-namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
-int env_int(const char* name, int fallback) {
-  const std::string v = env_or(name, "");
-  if (v.empty()) return fallback;
-  try {
-    size_t used = 0;
-    const int n = std::stoi(v, &used);
-    if (used == v.size() && n > 0) return n;
-  } catch (const std::exception&) {
-  }
-  throw HarnessError(std::string(name) + "='" + v + "' is not a positive whole number");
-}
-
-// A temporary directory removed when it goes out of scope.
-class Scratch {
- public:
-  Scratch() {
-    try {
-      path_ = posix_fs::make_temp_dir("torchconform-launch-");
-    } catch (const std::exception& e) {
-      throw HarnessError(e.what());
-    }
-  }
-  ~Scratch() { posix_fs::remove_tree(path_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace
 
 bool under_torchrun() { return std::getenv("RANK") != nullptr && std::getenv("WORLD_SIZE") != nullptr; }
 
@@ -68,13 +30,13 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
     throw SkipCell("torchrun not found (set TORCHCONFORM_TORCHRUN, or put the pinned torch's bin/ on PATH)");
   }
   const bool cuda = ctx.device == "cuda";
-  const int nproc = cuda ? cuda_device_count() : env_int("TORCHCONFORM_DIST_NPROC", check.ranks);
+  const int nproc = cuda ? cuda_device_count() : env_positive_int("TORCHCONFORM_DIST_NPROC", check.ranks);
   const std::string label = ctx.device + "\u00d7" + std::to_string(nproc);
   if (nproc < 2 && planned.recipe->is_variant()) {
     throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label +
                    " has one rank (on CUDA one rank per GPU: this machine has one)");
   }
-  Scratch scratch;
+  Scratch scratch("torchconform-launch-");
   const std::string child = scratch.file("rank0.json"), log = scratch.file("torchrun.log");
   dist_launch::Spec spec;
   spec.argv = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
@@ -84,7 +46,7 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   if (ctx.quick) spec.argv.push_back("--quick");
   if (ctx.sweep) spec.argv.push_back("--sweep");
   spec.log_path = log;
-  spec.timeout = std::chrono::seconds(env_int("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", 300));
+  spec.timeout = std::chrono::seconds(env_positive_int("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", 300));
   const dist_launch::Result r = dist_launch::run(spec);
   if (r.timed_out) {
     throw HarnessError("torchrun (" + label + ") did not finish in " +

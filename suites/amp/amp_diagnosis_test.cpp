@@ -6,39 +6,15 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "suites/tests/one_cell.h"
 #include "reference/autocast.h"
 #include "reference/reference_run.h"
 
 namespace tc {
 namespace {
 
-Cell run_one(const std::string& check, const std::string& recipe, RunFactory make = nullptr) {
-  Registry reg;
-  reg.add_check(*Registry::global().find_check(check));
-  if (make) {
-    reg.add_recipe({recipe, "test-only recipe", {}, std::move(make), __FILE__, __LINE__});
-  } else {
-    reg.add_recipe(*Registry::global().find_recipe(recipe));
-  }
-  RunPlan plan;
-  plan.devices = {{"cpu", true, ""}};
-  plan.checks = {check};
-  plan.seed = 11;
-  auto cells = run_cells(reg, plan);
-  if (cells.size() != 1) throw std::runtime_error("expected one cell");
-  return cells[0];
-}
-
-std::string status(const Cell& c, const std::string& promise) {
-  std::string s;
-  if (!c.metrics.contains("promises")) return s;
-  for (const auto& p : c.metrics["promises"]) {
-    if (p.value("id", "") != promise) continue;
-    if (!s.empty()) s += ',';
-    s += p.value("status", std::string());
-  }
-  return s;
-}
+using test_support::run_one;
+using test_support::status;
 
 // The loss computed in fp16 under CPU autocast (log_softmax on the fp16 logits, the negative
 // log-likelihood gathered and averaged by hand, no cast to fp32), weighted in fp16 as the

@@ -1,0 +1,34 @@
+#include "harness/scratch.h"
+
+#include <cstdlib>
+#include <exception>
+
+#include "harness/contract/registry.h"
+#include "harness/util/posix_fs.h"
+
+namespace tc {
+
+Scratch::Scratch(const std::string& prefix) {
+  try {
+    path_ = posix_fs::make_temp_dir(prefix);
+  } catch (const std::exception& e) {
+    throw HarnessError(e.what());
+  }
+}
+
+Scratch::~Scratch() { posix_fs::remove_tree(path_); }
+
+int env_positive_int(const char* name, int fallback) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return fallback;
+  const std::string v(raw);
+  try {
+    size_t used = 0;
+    const int n = std::stoi(v, &used);
+    if (used == v.size() && n > 0) return n;
+  } catch (const std::exception&) {
+  }
+  throw HarnessError(std::string(name) + "='" + v + "' is not a positive whole number");
+}
+
+}  // namespace tc
