@@ -9,7 +9,9 @@
 
 namespace tc::html {
 
-std::string escape(const std::string& s) {
+namespace {
+// `&`, `<`, `>` always; the quotes too where the text goes into an attribute.
+std::string escaped(const std::string& s, bool quotes) {
   std::string out;
   out.reserve(s.size());
   for (char c : s) {
@@ -17,27 +19,18 @@ std::string escape(const std::string& s) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
+      case '"': out += quotes ? "&quot;" : "\""; break;
+      case '\'': out += quotes ? "&#39;" : "'"; break;
       default: out += c;
     }
   }
   return out;
 }
+}  // namespace
 
-std::string escape_text(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+std::string escape(const std::string& s) { return escaped(s, true); }
+
+std::string escape_text(const std::string& s) { return escaped(s, false); }
 
 std::string num(double v) {
   char buf[32];

@@ -6,15 +6,15 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
-#include "suites/tests/one_cell.h"
+#include "suites/tests/test_recipes.h"
 #include "reference/autocast.h"
 #include "reference/reference_run.h"
 
 namespace tc {
 namespace {
 
-using test_support::run_one;
-using test_support::status;
+using testing_recipes::run_one;
+using testing_recipes::promise_status;
 
 // The loss computed in fp16 under CPU autocast (log_softmax on the fp16 logits, the negative
 // log-likelihood gathered and averaged by hand, no cast to fp32), weighted in fp16 as the
@@ -34,7 +34,7 @@ class Fp16Loss : public ref::ReferenceRun {
 
 TEST(AmpUnderflow, AnFp16LossThatOverflowsAtTheInitialScaleIsRecordedNotAnUnderflow) {
   const Cell c = run_one("amp", "fp16_loss", [] { return std::unique_ptr<tc::Run>(new Fp16Loss()); });
-  EXPECT_EQ(status(c, "underflow"), "recorded,held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "underflow"), "recorded,held") << c.evidence;
   EXPECT_NE(c.evidence.find("overflow: at the initial scale 6.554e+04 the GradScaler skipped the fp16 step"),
             std::string::npos) << c.evidence;
   EXPECT_EQ(c.evidence.find("left non-finite gradients"), std::string::npos) << c.evidence;
@@ -61,8 +61,8 @@ TEST(AmpParityMisattribution, ABrokenResumeOrSeedIsNamedAsThePreconditionNotAPre
     EXPECT_NE(c.evidence.find(std::string(k.dtype) + " parity not judged: precondition not met"), std::string::npos)
         << k.recipe << ": " << c.evidence;
     EXPECT_NE(c.evidence.find(std::string(k.covers) + " covers this"), std::string::npos) << c.evidence;
-    EXPECT_NE(status(c, "parity").find("recorded"), std::string::npos) << c.evidence;
-    EXPECT_EQ(status(c, "parity").find("broken"), std::string::npos) << c.evidence;
+    EXPECT_NE(promise_status(c, "parity").find("recorded"), std::string::npos) << c.evidence;
+    EXPECT_EQ(promise_status(c, "parity").find("broken"), std::string::npos) << c.evidence;
     std::cout << k.recipe << ": " << c.evidence << "\n";
   }
 }

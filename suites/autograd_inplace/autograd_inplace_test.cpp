@@ -5,14 +5,14 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
-#include "suites/tests/one_cell.h"
+#include "suites/tests/test_recipes.h"
 #include "reference/reference_run.h"
 
 namespace tc {
 namespace {
 
-using test_support::run_one;
-using test_support::status;
+using testing_recipes::run_one;
+using testing_recipes::promise_status;
 
 // The image logger gets its own copy, normalised through .data: autograd saved the original.
 class LoggerOnACopy : public ref::ReferenceRun {
@@ -37,7 +37,7 @@ class LogSoftmaxNll : public ref::ReferenceRun {
 TEST(AutogradInplaceRecompute, TheReferencePasses) {
   const Cell c = run_one("autograd_inplace", "reference");
   EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
-  EXPECT_EQ(status(c, "gradient_recomputes"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "gradient_recomputes"), "held") << c.evidence;
   std::cout << c.evidence << "\n";
 }
 
@@ -47,7 +47,7 @@ TEST(AutogradInplaceRecompute, CorrectRecipesWrittenDifferentlyPass) {
            {"log_softmax_nll", [] { return std::unique_ptr<tc::Run>(new LogSoftmaxNll()); }}}) {
     const Cell c = run_one("autograd_inplace", name, make);
     EXPECT_EQ(c.outcome, Outcome::kPass) << name << ": " << c.evidence;
-    EXPECT_EQ(status(c, "gradient_recomputes"), "held") << name << ": " << c.evidence;
+    EXPECT_EQ(promise_status(c, "gradient_recomputes"), "held") << name << ": " << c.evidence;
     std::cout << name << ": " << c.evidence << "\n";
   }
 }
@@ -55,14 +55,14 @@ TEST(AutogradInplaceRecompute, CorrectRecipesWrittenDifferentlyPass) {
 TEST(AutogradInplaceRecompute, AWriteThatBumpsNoVersionCounterIsCaughtByAWideMargin) {
   const Cell c = run_one("autograd_inplace", "silent_inplace_on_saved");
   EXPECT_EQ(c.outcome, Outcome::kFail) << c.evidence;
-  EXPECT_EQ(status(c, "gradient_recomputes"), "broken") << c.evidence;
-  EXPECT_EQ(status(c, "no_inplace_on_saved"), "held") << c.evidence;  // the counters saw nothing
+  EXPECT_EQ(promise_status(c, "gradient_recomputes"), "broken") << c.evidence;
+  EXPECT_EQ(promise_status(c, "no_inplace_on_saved"), "held") << c.evidence;  // the counters saw nothing
   ASSERT_TRUE(c.metrics.contains("caught")) << c.metrics.dump();
   EXPECT_GE(c.metrics["caught"]["margin"].get<double>(), 10.0) << c.evidence;
   std::cout << "margin " << c.metrics["caught"]["margin"].get<double>() << ": " << c.evidence << "\n";
   // The version-counter variant is still caught by its own promise.
   const Cell v = run_one("autograd_inplace", "inplace_on_saved");
-  EXPECT_EQ(status(v, "no_inplace_on_saved"), "broken") << v.evidence;
+  EXPECT_EQ(promise_status(v, "no_inplace_on_saved"), "broken") << v.evidence;
 }
 
 }  // namespace

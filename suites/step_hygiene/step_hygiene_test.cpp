@@ -8,14 +8,14 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
-#include "suites/tests/one_cell.h"
+#include "suites/tests/test_recipes.h"
 #include "reference/reference_run.h"
 
 namespace tc {
 namespace {
 
-using test_support::run_one;
-using test_support::status;
+using testing_recipes::run_one;
+using testing_recipes::promise_status;
 
 template <typename T>
 RunFactory make() {
@@ -90,8 +90,8 @@ class ZeroGradToZeros : public ref::ReferenceRun {
 TEST(StepHygieneEquivalents, Float64GlobalNormClipPasses) {
   const Cell c = run_one("step_hygiene", "float64_global_norm_clip", make<Float64GlobalNormClip>());
   EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
-  EXPECT_EQ(status(c, "fresh_gradients"), "held") << c.evidence;
-  EXPECT_EQ(status(c, "clip_between_backward_and_step"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "fresh_gradients"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "clip_between_backward_and_step"), "held") << c.evidence;
   ASSERT_TRUE(c.metrics.contains("max_ratio_to_bound")) << c.metrics.dump();
   EXPECT_LE(c.metrics["max_ratio_to_bound"].get<double>(), 1.0);
   EXPECT_NE(c.evidence.find("of the bound"), std::string::npos) << c.evidence;
@@ -107,7 +107,7 @@ TEST(StepHygieneEquivalents, PerTensorNormsCombinedInAnotherOrderPass) {
 TEST(StepHygieneEquivalents, ZeroGradByAssigningZerosPasses) {
   const Cell c = run_one("step_hygiene", "zero_grad_to_zeros", make<ZeroGradToZeros>());
   EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
-  EXPECT_EQ(status(c, "fresh_gradients"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "fresh_gradients"), "held") << c.evidence;
 }
 
 // Each of the suite's variants: caught by the promise it breaks, with the cause it has (proven by
@@ -124,7 +124,7 @@ TEST(StepHygieneVariants, CaughtByAWideMarginWithTheCauseProven) {
                         Case{"zero_grad_before_step", "fresh_gradients", "a step with no gradient at all"}}) {
     const Cell c = run_one("step_hygiene", k.recipe);
     EXPECT_EQ(c.outcome, Outcome::kFail) << k.recipe << ": " << c.evidence;
-    EXPECT_EQ(status(c, k.promise), "broken") << k.recipe << ": " << c.evidence;
+    EXPECT_EQ(promise_status(c, k.promise), "broken") << k.recipe << ": " << c.evidence;
     EXPECT_NE(c.evidence.find(k.cause), std::string::npos) << k.recipe << ": " << c.evidence;
     EXPECT_EQ(c.evidence.find("not determined"), std::string::npos) << k.recipe << ": " << c.evidence;
     ASSERT_TRUE(c.metrics.contains("caught")) << c.metrics.dump();

@@ -1,7 +1,7 @@
 // Recipes the suite's tests write: correct ones done differently from the reference (a check must
 // pass them). Kept out of the global registry, where every check would give them a cell, and added
 // to a test's own registry with add_test_recipes(); tc_suite_tests run as a command line
-// (suites/tests/main.cpp) adds them to the global one, so that a check's fresh process
+// (suites/suite_tests_main.cpp) adds them to the global one, so that a check's fresh process
 // (CheckContext::in_fresh_process starts this binary again) finds the recipe under test.
 #pragma once
 
@@ -51,13 +51,30 @@ inline Cell run_one(const std::string& check, const std::string& recipe, int64_t
   return run_cells(reg, plan).at(0);
 }
 
-// The status metrics.promises gives `id` ("held", "broken", "recorded"), "" when absent.
+// One cell on the CPU: `check` on a one-off recipe `recipe` that `make` builds (no expectations: a
+// subject under test), registered only for this cell.
+inline Cell run_one(const std::string& check, const std::string& recipe, RunFactory make, int64_t seed = 11) {
+  Registry reg;
+  reg.add_check(*Registry::global().find_check(check));
+  reg.add_recipe({recipe, "test-only recipe", {}, std::move(make), __FILE__, __LINE__});
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {check};
+  plan.seed = seed;
+  return run_cells(reg, plan).at(0);
+}
+
+// The statuses metrics.promises gives `id` ("held", "broken", "recorded"; comma-joined where the id
+// appears more than once, e.g. once per dtype), "" when absent.
 inline std::string promise_status(const Cell& c, const std::string& id) {
   if (!c.metrics.is_object() || !c.metrics.contains("promises")) return "";
+  std::string s;
   for (const auto& p : c.metrics["promises"]) {
-    if (p.value("id", "") == id) return p.value("status", "");
+    if (p.value("id", "") != id) continue;
+    if (!s.empty()) s += ',';
+    s += p.value("status", std::string());
   }
-  return "";
+  return s;
 }
 
 }  // namespace tc::testing_recipes
