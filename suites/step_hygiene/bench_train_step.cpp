@@ -6,11 +6,14 @@
 // (seen here: 2 ms -> 200 ms while a compiler ran); one thread keeps the figure comparable
 // between runs. TORCHCONFORM_BENCH_THREADS=N measures with N threads instead.
 //
-// Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N sleeps N ms inside the timed region of every step.
-// It exists only to demonstrate and test the regression gate (`bench` twice, once slowed, then
-// `compare`); never set it in a real measurement.
+// Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N sleeps N ms inside the timed region of every step;
+// N may have decimals (0.2: 200 us, a regression of a few percent of a step of a few ms; the sleep
+// lasts at least that long, longer by the kernel's timer slack and, on a busy machine, the wait for
+// a core). It exists only to demonstrate and test the regression gates (`bench` twice, once
+// slowed, then `compare`; `ab --new-env`); never set it in a real measurement.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -27,7 +30,14 @@ int env_int(const char* name, int fallback) {
   return v && *v ? std::max(0, std::atoi(v)) : fallback;
 }
 
-int slowdown_ms() { return env_int("TORCHCONFORM_BENCH_SLOWDOWN_MS", 0); }
+// The hook in whole microseconds (0 when unset, empty, not a number or not positive).
+long slowdown_us() {
+  const char* v = std::getenv("TORCHCONFORM_BENCH_SLOWDOWN_MS");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const double ms = std::strtod(v, &end);
+  return end != v && ms > 0 && ms < 1e6 ? std::lround(ms * 1000.0) : 0;
+}
 
 void train_step_cpu(benchmark::State& state) {
   const int threads_before = at::get_num_threads();
@@ -35,11 +45,11 @@ void train_step_cpu(benchmark::State& state) {
   tc::ref::ReferenceRun run;
   run.setup(tc::RunOptions{});
   run.train_step();  // warm-up: first-touch allocations, loader start
-  const int slow = slowdown_ms();
-  if (slow > 0) state.SetLabel("TORCHCONFORM_BENCH_SLOWDOWN_MS=" + std::to_string(slow));
+  const long slow = slowdown_us();
+  if (slow > 0) state.SetLabel(std::string("TORCHCONFORM_BENCH_SLOWDOWN_MS=") + std::getenv("TORCHCONFORM_BENCH_SLOWDOWN_MS"));
   for (auto _ : state) {
     benchmark::DoNotOptimize(run.train_step().loss);
-    if (slow > 0) std::this_thread::sleep_for(std::chrono::milliseconds(slow));
+    if (slow > 0) std::this_thread::sleep_for(std::chrono::microseconds(slow));
   }
   state.counters["threads"] = at::get_num_threads();
   at::set_num_threads(threads_before);
