@@ -18,6 +18,7 @@ target_link_libraries(tc_util_tests PRIVATE tc_util GTest::gtest_main)
 gtest_discover_tests(tc_util_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
 
 add_executable(tc_harness_tests
+  harness/tests/ab_test.cpp
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
   harness/tests/compare_test.cpp
@@ -134,6 +135,31 @@ tc_cli_test(bench_merge_into_bad_report 2 "other_schema.json': report schema is 
             bench --json ${TC_FIX}/other_schema.json)
 tc_cli_test(bench_unknown_flag 2 "unrecognized command-line flag" bench --benchmark_bogus=1)
 tc_cli_test(bench_lists_train_step 0 "reference/train_step/device:cpu" bench --benchmark_list_tests)
+
+# ab: bad input exits 2 with a sentence naming it (a failing child run: with its output's tail).
+set(TC_EXE $<TARGET_FILE:torchconform>)
+tc_cli_test(ab_missing_binary 2 "'[^']*nope' does not exist" ab ${TC_TEST_OUT}/nope ${TC_EXE})
+tc_cli_test(ab_directory_without_binary 2 "the directory '[^']*' holds no torchconform binary" ab ${TC_EXE}
+            ${TC_TEST_OUT})
+tc_cli_test(ab_not_torchconform 2 "NEW '[^']*' is not a torchconform binary" ab ${TC_EXE} ${CMAKE_COMMAND})
+tc_cli_test(ab_child_run_fails 2 "round 1: (BASE|NEW) .* bench failed .exit 2.*unrecognized command-line flag"
+            ab ${TC_EXE} ${TC_EXE} --rounds 1 -- --benchmark_bogus=1)
+tc_cli_test(ab_nothing_matched 2 "bench failed .exit 2.*no benchmark matched" ab ${TC_EXE} ${TC_EXE} --rounds 1
+            -- --benchmark_filter=no_such_benchmark)
+tc_cli_test(ab_bad_env 2 "'NOEQUALS' is not VAR=VALUE" ab ${TC_EXE} ${TC_EXE} --new-env NOEQUALS)
+tc_cli_test(ab_bad_threshold 2 "not a percentage" ab ${TC_EXE} ${TC_EXE} --threshold lots)
+tc_cli_test(ab_no_rounds 2 "--rounds must be at least 1" ab ${TC_EXE} ${TC_EXE} --rounds 0)
+# Two short real runs (about 20 s each; label bench: they measure). The binary against itself: no
+# regression (seed 3 gives 3 rounds of each order, so not even a first-or-second effect can make
+# every ratio worse). NEW slowed by the test hook by 3 ms a step (the step takes a few ms): caught.
+tc_cli_test(ab_same_binary_passes 0 "reference/train_step .*ab gate: PASS" ab ${TC_EXE} ${TC_EXE} --rounds 6
+            --seed 3 --json ${TC_TEST_OUT}/ab-same.json --html ${TC_TEST_OUT}/ab-same.html
+            -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
+tc_cli_test(ab_slowed_new_is_a_regression 1 "reference/train_step .*REGRESSION.*ab gate: FAIL" ab ${TC_EXE}
+            ${TC_EXE} --rounds 6 --seed 3 --new-env TORCHCONFORM_BENCH_SLOWDOWN_MS=3
+            -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
+set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression PROPERTIES
+                     LABELS "bench;unit" TIMEOUT 300 ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
 
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------
 add_test(NAME report.generate

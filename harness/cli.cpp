@@ -3,15 +3,20 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <ctime>
 #include <iostream>
+#include <random>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 
 #include "harness/util/atomic_file.h"
 #include "harness/util/posix_fs.h"
+#include "harness/ab.h"
+#include "harness/ab_report.h"
+#include "harness/ab_run.h"
 #include "harness/bench.h"
 #include "harness/catalogue.h"
 #include "harness/compare.h"
@@ -26,6 +31,7 @@
 #include "harness/contract/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
+#include "harness/scratch.h"
 #include "harness/trend.h"
 #include "harness/trend_html.h"
 #include "harness/trend_text.h"
@@ -319,6 +325,100 @@ int cmd_bench(int argc, char** argv) {
   return errors > 0 ? 1 : 0;
 }
 
+struct AbArgs {
+  std::string base, next, json, html;
+  int rounds = 10;
+  double time_budget_s = 0.0;
+  uint64_t seed = 0;
+  bool seed_given = false;
+  std::string threshold = "5%";
+  std::vector<std::string> metric_thresholds, base_env, next_env, bench_flags;
+  bool strict = false;
+};
+
+// `ab BASE NEW`: paired rounds of both builds' benchmarks (harness/ab.h for the statistics,
+// harness/ab_run.h for the launching). Exit 0: no regression; 1: a regression (strict: or an
+// inconclusive benchmark); 2: bad input, a program that is not torchconform, a failing child run.
+int cmd_ab(const AbArgs& a, int argc, char** argv) {
+  AbOptions options;
+  options.set_threshold(parse_percent(a.threshold)).set_strict(a.strict);
+  for (const std::string& m : a.metric_thresholds) {
+    auto [name, t] = parse_metric_threshold(m);
+    options.metric_threshold(name, t);
+  }
+  if (a.rounds < 1) throw UsageError("--rounds must be at least 1");
+  if (a.time_budget_s < 0) throw UsageError("--time-budget must not be negative");
+  for (const std::string& f : a.bench_flags) {
+    if (f == "--json" || f.rfind("--json=", 0) == 0) {
+      throw UsageError("--json after -- would move the children's reports: ab writes its own (give ab --json PATH "
+                       "for the result)");
+    }
+  }
+  AbRunSpec spec;
+  spec.base = {"BASE", a.base, resolve_torchconform_binary(a.base), {}};
+  spec.next = {"NEW", a.next, resolve_torchconform_binary(a.next), {}};
+  for (const std::string& e : a.base_env) spec.base.env.push_back(parse_env_assignment(e));
+  for (const std::string& e : a.next_env) spec.next.env.push_back(parse_env_assignment(e));
+  spec.rounds = a.rounds;
+  spec.time_budget_s = a.time_budget_s;
+  spec.seed = a.seed_given ? a.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  spec.bench_flags = a.bench_flags;
+  spec.child_timeout = std::chrono::seconds(env_positive_int("TORCHCONFORM_AB_TIMEOUT_S", 600));
+
+  AbRunInfo info;
+  info.tool = tool_json();
+  info.started_at = utc_now();
+  for (int i = 0; i < argc; ++i) info.argv.push_back(argv[i]);
+  info.base_arg = a.base;
+  info.next_arg = a.next;
+  info.base_binary = spec.base.binary;
+  info.next_binary = spec.next.binary;
+  info.base_env = spec.base.env;
+  info.next_env = spec.next.env;
+  info.bench_flags = ab_bench_flags(a.bench_flags);
+  info.seed = spec.seed;
+  info.planned_rounds = a.rounds;
+
+  check_is_torchconform(spec.base, std::chrono::seconds(120));
+  check_is_torchconform(spec.next, std::chrono::seconds(120));
+  std::cerr << "torchconform ab: " << a.rounds << " round(s)";
+  if (a.time_budget_s > 0) std::cerr << " or " << a.time_budget_s << " s";
+  std::cerr << ", order seed " << spec.seed << " (--seed " << spec.seed << " repeats the orders)\n";
+  const AbRunLog log = run_ab_rounds(spec, [](const AbRoundLog& rl, const AbRound& round, int planned) {
+    std::ostringstream line;
+    line << "torchconform ab: round " << rl.index + 1 << "/" << planned << " ("
+         << (rl.base_first ? "BASE, NEW" : "NEW, BASE") << "; load " << rl.load1 << "):";
+    const AbResult one = ab_compare({round}, AbOptions{});
+    int shown = 0;
+    for (const AbBench& b : one.benchmarks) {
+      if (b.ratios.empty()) continue;
+      if (shown++ == 3) {
+        line << " ...";
+        break;
+      }
+      char buf[64];
+      std::snprintf(buf, sizeof buf, " %.4g -> %.4g %s (x%.3f)", b.base[0], b.next[0], b.unit.c_str(), b.ratios[0]);
+      line << (shown > 1 ? ";" : "") << ' ' << b.name << buf;
+    }
+    std::cerr << line.str() << '\n';
+  });
+  info.stopped_by_budget = log.stopped_by_budget;
+  info.wall_s = log.wall_s;
+  info.ended_at = utc_now();
+  info.environment = diff_environment(log.base_environment, log.next_environment);
+  const AbResult result = ab_compare(log.rounds, options);
+  std::cout << render_ab_text(info, result);
+  if (!a.json.empty()) {
+    write_file_atomically(a.json, ab_to_json(info, result).dump(2) + "\n");
+    std::cerr << "torchconform: wrote " << a.json << '\n';
+  }
+  if (!a.html.empty()) {
+    write_file_atomically(a.html, render_ab_html(info, result));
+    std::cerr << "torchconform: wrote " << a.html << '\n';
+  }
+  return exit_code_for(result);
+}
+
 struct TrendArgs {
   std::vector<std::string> files;
   std::string html, threshold = "5%";
@@ -424,6 +524,34 @@ int cli_main(int argc, char** argv) {
   compare->add_option("--metric-threshold", ca.metric_thresholds,
                       "NAME=PCT: another threshold for one benchmark (repeatable)");
 
+  AbArgs aa;
+  auto* ab = app.add_subcommand(
+      "ab",
+      "Paired A/B benchmarking of two builds: rounds of a short `bench` of BASE and NEW in a random order; "
+      "per benchmark the median of the per-round ratios NEW/BASE with its 95% interval against --threshold. "
+      "Exit 0 no regression, 1 a regression, 2 bad input");
+  ab->add_option("BASE", aa.base, "The baseline: a torchconform binary, or a build directory holding one")->required();
+  ab->add_option("NEW", aa.next, "The new build: a torchconform binary, or a build directory holding one")->required();
+  ab->add_option("BENCH_FLAGS", aa.bench_flags,
+                 "After --: Google Benchmark flags for every round's bench (e.g. --benchmark_filter=reference/; "
+                 "default --benchmark_repetitions=3 --benchmark_min_time=0.1)");
+  ab->add_option("--rounds", aa.rounds, "Rounds (each: one bench of each build)")->capture_default_str();
+  ab->add_option("--time-budget", aa.time_budget_s,
+                 "Seconds: no new round starts after this (0: no budget; --rounds stays the most)")
+      ->capture_default_str();
+  auto* seed_opt = ab->add_option("--seed", aa.seed, "Seed of the rounds' order (default: random, printed)");
+  ab->add_option("--threshold", aa.threshold,
+                 "Smallest change of the median ratio that counts (its whole interval beyond it)")
+      ->capture_default_str();
+  ab->add_option("--metric-threshold", aa.metric_thresholds,
+                 "NAME=PCT: another threshold for one benchmark (repeatable)");
+  ab->add_flag("--strict", aa.strict, "An inconclusive benchmark fails the gate (exit 1)");
+  ab->add_option("--base-env", aa.base_env, "VAR=VALUE for BASE's runs only (repeatable)");
+  ab->add_option("--new-env", aa.next_env,
+                 "VAR=VALUE for NEW's runs only (repeatable; test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N)");
+  ab->add_option("--json", aa.json, "Also write the result as JSON (schema torchconform.ab/1)");
+  ab->add_option("--html", aa.html, "Also write the result as HTML");
+
   TrendArgs ta;
   auto* trend = app.add_subcommand(
       "trend", "Each benchmark's median over runs (oldest first); flags a step change that persists "
@@ -450,6 +578,10 @@ int cli_main(int argc, char** argv) {
     if (*report) return cmd_report(report_in, report_html);
     if (*compare) return cmd_compare(ca);
     if (*trend) return cmd_trend(ta);
+    if (*ab) {
+      aa.seed_given = seed_opt->count() > 0;
+      return cmd_ab(aa, argc, argv);
+    }
     return kExitUsage;
   });
 }

@@ -1,0 +1,160 @@
+#include "harness/ab.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "harness/statistics.h"
+
+namespace tc {
+
+const char* to_string(AbStatus s) {
+  switch (s) {
+    case AbStatus::kRegression: return "regression";
+    case AbStatus::kImprovement: return "improvement";
+    case AbStatus::kUnchanged: return "unchanged";
+    case AbStatus::kInconclusive: return "inconclusive";
+    case AbStatus::kBaseOnly: return "base_only";
+    case AbStatus::kNewOnly: return "new_only";
+    case AbStatus::kUnitChanged: return "unit_changed";
+  }
+  return "?";
+}
+
+int AbResult::count(AbStatus s) const {
+  return static_cast<int>(
+      std::count_if(benchmarks.begin(), benchmarks.end(), [s](const AbBench& b) { return b.status == s; }));
+}
+
+double round_value(const BenchmarkRecord& r) { return r.samples.empty() ? r.median : stats::median(r.samples); }
+
+void judge_ratios(AbBench& b, double level) {
+  b.ratio = stats::median_interval(b.ratios, level);
+  if (!b.ratio.has_interval) {
+    std::ostringstream s;
+    s << b.ratios.size() << " paired round(s): too few for a " << level * 100
+      << "% interval of the median (at 95% it takes 6); run more rounds";
+    b.status = AbStatus::kInconclusive;
+    b.note = s.str();
+    return;
+  }
+  // The worse change at each end of the interval: for a time, a larger ratio is worse; for a
+  // throughput, a smaller one. [worst_lo, worst_hi] is the interval in that orientation.
+  const bool time_like = b.direction == Direction::kLowerIsBetter;
+  const double w_lo = time_like ? b.ratio.lo - 1.0 : 1.0 - b.ratio.hi;
+  const double w_hi = time_like ? b.ratio.hi - 1.0 : 1.0 - b.ratio.lo;
+  const double t = b.threshold;
+  if (w_lo > t) {
+    b.status = AbStatus::kRegression;
+  } else if (w_hi < -t) {
+    b.status = AbStatus::kImprovement;
+  } else if (w_lo >= -t && w_hi <= t) {
+    b.status = AbStatus::kUnchanged;
+  } else {
+    std::ostringstream s;
+    s << "the interval of the ratio [" << b.ratio.lo << ", " << b.ratio.hi << "] crosses the threshold band ["
+      << 1.0 - t << ", " << 1.0 + t << "]: neither a change beyond the threshold nor its absence is shown; "
+      << "more rounds or a quieter machine narrow it";
+    b.status = AbStatus::kInconclusive;
+    b.note = s.str();
+  }
+}
+
+namespace {
+using Key = std::pair<std::string, std::string>;  // (name, device)
+}  // namespace
+
+AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
+  AbResult result;
+  result.options = o;
+  result.rounds = static_cast<int>(rounds.size());
+  for (const AbRound& r : rounds) result.round_info.push_back({r.base_first, r.load1});
+
+  // Every benchmark seen on either side, in first-seen order (NEW's, then BASE's).
+  std::vector<Key> order;
+  std::set<Key> seen, in_base, in_next;
+  auto note = [&](const std::vector<BenchmarkRecord>& recs, std::set<Key>& side) {
+    for (const BenchmarkRecord& r : recs) {
+      Key k{r.name, r.device};
+      side.insert(k);
+      if (seen.insert(k).second) order.push_back(k);
+    }
+  };
+  for (const AbRound& r : rounds) note(r.next, in_next);
+  for (const AbRound& r : rounds) note(r.base, in_base);
+
+  auto find = [](const std::vector<BenchmarkRecord>& recs, const Key& k) -> const BenchmarkRecord* {
+    for (const BenchmarkRecord& r : recs) {
+      if (r.name == k.first && r.device == k.second) return &r;
+    }
+    return nullptr;
+  };
+
+  for (const Key& k : order) {
+    AbBench b;
+    b.name = k.first;
+    b.device = k.second;
+    auto th = o.metric_thresholds.find(b.name);
+    b.threshold = th != o.metric_thresholds.end() ? th->second : o.threshold;
+    if (!in_base.count(k) || !in_next.count(k)) {
+      b.status = in_base.count(k) ? AbStatus::kBaseOnly : AbStatus::kNewOnly;
+      b.note = in_base.count(k) ? "only BASE ran it: not compared" : "only NEW ran it: not compared";
+      for (const AbRound& r : rounds) {
+        if (const BenchmarkRecord* x = find(in_base.count(k) ? r.base : r.next, k)) b.unit = x->unit;
+      }
+      b.direction = direction_for_unit(b.unit);
+      result.benchmarks.push_back(std::move(b));
+      continue;
+    }
+    std::string base_unit;
+    for (size_t i = 0; i < rounds.size(); ++i) {
+      const BenchmarkRecord* x = find(rounds[i].base, k);
+      const BenchmarkRecord* y = find(rounds[i].next, k);
+      if (x) base_unit = x->unit;
+      if (y) b.unit = y->unit;
+      if (!x || !y) continue;
+      const double bv = round_value(*x), nv = round_value(*y);
+      if (!(bv > 0.0) || !(nv >= 0.0)) continue;  // no ratio of a zero or NaN base
+      b.rounds.push_back(static_cast<int>(i));
+      b.base.push_back(bv);
+      b.next.push_back(nv);
+      b.ratios.push_back(nv / bv);
+    }
+    b.direction = direction_for_unit(b.unit);
+    if (base_unit != b.unit) {
+      b.status = AbStatus::kUnitChanged;
+      b.note = "unit changed from '" + base_unit + "' to '" + b.unit + "': not compared";
+      b.ratios.clear();
+      result.benchmarks.push_back(std::move(b));
+      continue;
+    }
+    judge_ratios(b, o.level);
+    if (b.ratios.size() < rounds.size()) {
+      std::ostringstream s;
+      s << (b.note.empty() ? "" : "; ") << rounds.size() - b.ratios.size()
+        << " round(s) without a value on both sides left out";
+      b.note += s.str();
+    }
+    result.benchmarks.push_back(std::move(b));
+  }
+  return result;
+}
+
+int exit_code_for(const AbResult& r) {
+  if (r.count(AbStatus::kRegression) > 0) return 1;
+  if (r.options.strict && r.count(AbStatus::kInconclusive) > 0) return 1;
+  return 0;
+}
+
+std::vector<bool> ab_orders(uint64_t seed, int rounds) {
+  // mt19937_64's output is fixed by the standard (the distributions' are not): its top bit is the
+  // coin, so a seed gives the same orders with every standard library.
+  std::mt19937_64 gen(seed);
+  std::vector<bool> out;
+  for (int i = 0; i < rounds; ++i) out.push_back((gen() >> 63) == 0);
+  return out;
+}
+
+}  // namespace tc

@@ -1,0 +1,23 @@
+// Reporters of `torchconform ab` (harness/ab.h): plain text (stdout), the JSON document
+// `torchconform.ab/1` (--json) and a self-contained HTML page (--html). Formats only; one file
+// each (ab_text.cpp, ab_json.cpp, ab_html.cpp). The JSON document is described in
+// docs/benchmarks-and-gating.md ("ab").
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/ab.h"
+
+namespace tc {
+
+inline constexpr const char* kAbSchema = "torchconform.ab/1";
+
+std::string render_ab_text(const AbRunInfo& run, const AbResult& r);
+// The one-line gate verdict, e.g. "ab gate: FAIL (1 regressed, 0 inconclusive, 2 unchanged, 0 improved)".
+std::string ab_gate_line(const AbResult& r);
+nlohmann::json ab_to_json(const AbRunInfo& run, const AbResult& r);
+std::string render_ab_html(const AbRunInfo& run, const AbResult& r);
+
+}  // namespace tc

@@ -1,0 +1,78 @@
+// `torchconform ab`: launching the two builds (part of the command line, tc_cli). Each round runs
+// `<binary> bench --json <scratch file> <bench flags>` of BASE and of NEW, one after the other in
+// the round's order, through dist_launch::run (its own process group, a deadline, output to a log);
+// the reports they write become the round's records for ab_compare() (harness/ab.h).
+//
+// Bad input is a std::runtime_error with a plain sentence (the CLI exits 2): a path that is neither
+// an executable nor a directory holding `torchconform`, a program that does not answer
+// `list --json` with torchconform's catalogue, a child run that fails or writes no report (its
+// output's tail in the message).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/ab.h"
+
+namespace tc {
+
+struct AbSide {
+  std::string label;                                     // "BASE" or "NEW"
+  std::string arg;                                       // as given on the command line
+  std::string binary;                                    // resolved, absolute
+  std::vector<std::pair<std::string, std::string>> env;  // added to the inherited environment
+};
+
+struct AbRunSpec {
+  AbSide base, next;
+  int rounds = 10;
+  double time_budget_s = 0.0;  // > 0: no new round starts after this many seconds
+  uint64_t seed = 0;
+  std::vector<std::string> bench_flags;  // to every child's `bench`, after the defaults
+  std::chrono::seconds child_timeout{600};
+};
+
+struct AbRoundLog {
+  int index = 0;
+  bool base_first = true;
+  double load1 = -1.0;
+  double base_wall_s = 0.0, next_wall_s = 0.0;
+};
+
+struct AbRunLog {
+  std::vector<AbRound> rounds;          // for ab_compare
+  std::vector<AbRoundLog> round_logs;   // order, load, wall time per round
+  nlohmann::json base_environment, next_environment;  // from each side's first report
+  bool stopped_by_budget = false;
+  double wall_s = 0.0;
+};
+
+// The defaults each child's bench gets unless the flags given set them: 3 repetitions of at least
+// 0.1 s each (a round's value is their median).
+std::vector<std::string> ab_bench_flags(const std::vector<std::string>& given);
+
+// BASE or NEW as given: an executable file, or a directory holding an executable `torchconform`.
+// Returns its absolute path; throws std::runtime_error naming the argument otherwise.
+std::string resolve_torchconform_binary(const std::string& arg);
+
+// Runs `<binary> list --json` and checks that it prints torchconform's catalogue; throws
+// std::runtime_error (with the program's output tail) otherwise.
+void check_is_torchconform(const AbSide& side, std::chrono::seconds timeout);
+
+// "VAR=VAL" -> {VAR, VAL}; throws std::invalid_argument.
+std::pair<std::string, std::string> parse_env_assignment(const std::string& text);
+
+// The machine's 1-minute load average (/proc/loadavg), -1 when unknown.
+double load_average_1min();
+
+// Runs the rounds. on_round is called after each (for progress on stderr).
+AbRunLog run_ab_rounds(const AbRunSpec& spec,
+                       const std::function<void(const AbRoundLog&, const AbRound&, int planned)>& on_round);
+
+}  // namespace tc
