@@ -543,12 +543,17 @@ int cli_main(int argc, char** argv) {
   ab->add_option("--threshold", aa.threshold,
                  "Smallest change of the median ratio that counts (its whole interval beyond it)")
       ->capture_default_str();
+  // Repeatable options take one value per occurrence (allow_extra_args(false)): otherwise the last
+  // one also swallows the bench flags after --.
   ab->add_option("--metric-threshold", aa.metric_thresholds,
-                 "NAME=PCT: another threshold for one benchmark (repeatable)");
+                 "NAME=PCT: another threshold for one benchmark (repeatable)")
+      ->allow_extra_args(false);
   ab->add_flag("--strict", aa.strict, "An inconclusive benchmark fails the gate (exit 1)");
-  ab->add_option("--base-env", aa.base_env, "VAR=VALUE for BASE's runs only (repeatable)");
+  ab->add_option("--base-env", aa.base_env, "VAR=VALUE for BASE's runs only (repeatable)")
+      ->allow_extra_args(false);
   ab->add_option("--new-env", aa.next_env,
-                 "VAR=VALUE for NEW's runs only (repeatable; test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N)");
+                 "VAR=VALUE for NEW's runs only (repeatable; test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N)")
+      ->allow_extra_args(false);
   ab->add_option("--json", aa.json, "Also write the result as JSON (schema torchconform.ab/1)");
   ab->add_option("--html", aa.html, "Also write the result as HTML");
 
