@@ -158,7 +158,12 @@ tc_cli_test(ab_same_binary_passes 0 "reference/train_step .*ab gate: PASS" ab ${
 tc_cli_test(ab_slowed_new_is_a_regression 1 "reference/train_step .*REGRESSION.*ab gate: FAIL" ab ${TC_EXE}
             ${TC_EXE} --rounds 6 --seed 3 --new-env TORCHCONFORM_BENCH_SLOWDOWN_MS=3
             -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
-set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression PROPERTIES
+# A time budget spent after the first round: no second round starts, and it says so (one pair is
+# too few for an interval: inconclusive, which passes).
+tc_cli_test(ab_time_budget_stops_rounds 0 "rounds: 1 of 50 .time budget spent.*inconclusive.*ab gate: PASS" ab
+            ${TC_EXE} ${TC_EXE} --rounds 50 --time-budget 0.5
+            -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
+set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression cli.ab_time_budget_stops_rounds PROPERTIES
                      LABELS "bench;unit" TIMEOUT 300 ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
 
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------
