@@ -16,10 +16,12 @@
 //
 // Test hooks (docs/qualify.md), for showing that a slow or wrong device is named:
 //   TORCHCONFORM_QUALIFY_SLOW_RANK=R  TORCHCONFORM_QUALIFY_SLOWDOWN=F (default 2)
-//       rank R sleeps (F - 1) times its measured time inside the timed region of every timed probe,
-//       so its figures read 1/F of what the device did;
+//       inside the timed region of every timed probe, rank R spends (F - 1) times what the work
+//       took again (burning CPU for the probes timed in CPU time, sleeping for the others), so its
+//       figures read 1/F of what the device did;
 //   TORCHCONFORM_QUALIFY_PERTURB_RANK=R  rank R trains its fingerprint from another seed.
 #include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,29 +89,53 @@ struct Probe {
     if (device.is_cuda()) torch::cuda::synchronize(device.index());
   }
 
-  // Seconds of `work` (device work completed), with the hook's sleep inside the timed region.
+  // Seconds of `work` (device work completed), with the hook's slow-down inside the timed region.
+  // Clock: CPU compute probes (matmul, copy on the CPU) take this thread's CPU time, everything
+  // else wall time. Ranks that share cores with each other (4 ranks on 2 cores) or with other jobs
+  // are descheduled for part of the wall time, and a wall-clock figure would measure that sharing
+  // (measured: healthy ranks' matmul 30-50% apart), not the core; the thread's CPU time is the
+  // time a core spent on the work (1 intra-op thread, so the work runs on this thread).
   template <typename F>
-  double timed(F&& work) const {
+  double timed(bool cpu_time, F&& work) const {
     sync();
-    const auto t0 = Clock::now();
+    const double t0 = now(cpu_time);
     work();
     sync();
     if (slowed) {
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      std::this_thread::sleep_for(std::chrono::duration<double>((slowdown - 1.0) * s));
+      // The hook: a CPU-time probe burns CPU (sleeping costs none), a wall-time probe sleeps.
+      const double extra = (slowdown - 1.0) * (now(cpu_time) - t0);
+      if (cpu_time) {
+        const double until = now(true) + extra;
+        volatile double sink = 0.0;
+        while (now(true) < until) {
+          for (int i = 0; i < 1000; ++i) sink = sink + 1.0;
+        }
+      } else {
+        std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+      }
     }
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    return now(cpu_time) - t0;
+  }
+
+  static double now(bool cpu_time) {
+    if (cpu_time) {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+    }
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
   }
 
   // One warm-up, then `repetitions` measurements, each after a barrier; rate = amount / seconds.
   template <typename F>
-  Figure measure(const std::string& name, const std::string& unit, double amount, std::string detail, F&& work) const {
+  Figure measure(const std::string& name, const std::string& unit, double amount, std::string detail, bool cpu_time,
+                 F&& work) const {
     pg.barrier();
     work();  // warm-up: allocations, kernels chosen, caches filled
     Figure f{name, unit, {}, 0.0, std::move(detail)};
     for (int r = 0; r < repetitions; ++r) {
       pg.barrier();
-      f.samples.push_back(amount / timed(work));
+      f.samples.push_back(amount / timed(cpu_time, work));
     }
     std::vector<double> s = f.samples;
     std::sort(s.begin(), s.end());
@@ -138,7 +164,8 @@ Figure matmul(const Probe& p) {
     detail += ", " + std::to_string(at::get_num_threads()) + " thread(s) per rank";
   }
   const double flop = 2.0 * static_cast<double>(n) * n * n * iters;
-  return p.measure("matmul", "TFLOP/s", flop / 1e12, detail, [&] {
+  if (!cuda) detail += ", timed in the rank's thread CPU time";
+  return p.measure("matmul", "TFLOP/s", flop / 1e12, detail, /*cpu_time=*/!cuda, [&] {
     for (int i = 0; i < iters; ++i) at::mm_out(c, a, b);
   });
 }
@@ -153,8 +180,8 @@ Figure copy(const Probe& p) {
   const double moved = 2.0 * static_cast<double>(bytes) * iters;  // read + write
   return p.measure("copy", "GB/s", moved / 1e9,
                    std::to_string(bytes >> 20) + " MiB tensor copy x" + std::to_string(iters) +
-                       ", read + write counted",
-                   [&] {
+                       ", read + write counted" + (cuda ? "" : ", timed in the rank's thread CPU time"),
+                   /*cpu_time=*/!cuda, [&] {
                      for (int i = 0; i < iters; ++i) dst.copy_(src);
                    });
 }
@@ -165,7 +192,7 @@ Figure h2d(const Probe& p) {
   const at::Tensor host = torch::ones({bytes / 4}, torch::kFloat).pin_memory();
   at::Tensor dev = torch::empty({bytes / 4}, torch::TensorOptions().dtype(torch::kFloat).device(p.device));
   return p.measure("h2d", "GB/s", static_cast<double>(bytes) * iters / 1e9,
-                   "256 MiB pinned host -> device x" + std::to_string(iters), [&] {
+                   "256 MiB pinned host -> device x" + std::to_string(iters), /*cpu_time=*/false, [&] {
                      for (int i = 0; i < iters; ++i) dev.copy_(host, /*non_blocking=*/true);
                    });
 }
@@ -180,7 +207,7 @@ Figure allreduce(const Probe& p) {
   return p.measure("allreduce", "GB/s", algbw_amount * 2.0 * (n - 1) / n,
                    "busbw of a " + std::to_string(bytes >> 20) + " MiB float32 sum x" + std::to_string(iters) + " (" +
                        std::string(cuda ? "NCCL" : "Gloo") + ", " + std::to_string(n) + " ranks)",
-                   [&] {
+                   /*cpu_time=*/false, [&] {
                      for (int i = 0; i < iters; ++i) p.pg.allreduce_sum(t);
                    });
 }
