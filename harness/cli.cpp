@@ -436,7 +436,7 @@ int cli_main(int argc, char** argv) {
   trend->add_option("--window", ta.window, "How many latest runs must agree")->capture_default_str();
 
   qualify::Args qa;
-  std::string qa_floor = "15%";
+  std::string qa_floor = "30%";
   auto* qualify = app.add_subcommand(
       "qualify",
       "Run the same short probes on every device at once (matmul TFLOP/s, copy and host-to-device GB/s, "

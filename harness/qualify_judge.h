@@ -22,7 +22,7 @@ namespace tc::qualify {
 
 struct Bounds {
   double k = 5.0;        // MADs (scaled to a normal sigma by 1.4826)
-  double floor = 0.15;   // fraction of the others' median: the smallest bound
+  double floor = 0.30;   // fraction of the others' median: the smallest bound (docs/qualify.md: from measurement)
 };
 
 // One rank's figure against the others'.
