@@ -22,6 +22,7 @@ add_executable(tc_harness_tests
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
   harness/tests/compare_test.cpp
+  harness/tests/qualify_judge_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
   harness/tests/statistics_test.cpp

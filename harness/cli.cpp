@@ -28,6 +28,7 @@
 #include "harness/gbench_json.h"
 #include "harness/html_writer.h"
 #include "harness/multi_process.h"
+#include "harness/qualify.h"
 #include "harness/contract/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
@@ -567,6 +568,29 @@ int cli_main(int argc, char** argv) {
   trend->add_option("--threshold", ta.threshold, "Step size that counts")->capture_default_str();
   trend->add_option("--window", ta.window, "How many latest runs must agree")->capture_default_str();
 
+  qualify::Args qa;
+  std::string qa_floor = "30%";
+  auto* qualify = app.add_subcommand(
+      "qualify",
+      "Run the same short probes on every device at once (matmul TFLOP/s, copy and host-to-device GB/s, "
+      "all-reduce busbw, a same-seed training fingerprint) and name the device that is off the others: "
+      "exit 0 none flagged, 1 a device flagged, 2 bad usage or launch failure (docs/qualify.md)");
+  qualify->add_option("--device", qa.device, "cpu (N ranks with Gloo) | cuda (one rank per GPU, NCCL)")
+      ->capture_default_str();
+  qualify->add_option("--nproc", qa.nproc,
+                      "Ranks (CPU default TORCHCONFORM_DIST_NPROC, else 2; CUDA default every GPU)");
+  qualify->add_option("--json", qa.json_path, "Also write the report as JSON (torchconform.qualify/1)");
+  qualify->add_option("--html", qa.html_path, "Also write the report as a self-contained HTML page");
+  qualify->add_option("--k", qa.bounds.k, "Bound in MADs of the other ranks (scaled by 1.4826)")
+      ->capture_default_str();
+  qualify->add_option("--floor", qa_floor, "Smallest bound, in percent of the other ranks' median")
+      ->capture_default_str();
+  qualify->add_option("--reps", qa.repetitions, "Repetitions of each probe (the median is judged)")
+      ->capture_default_str();
+  qualify->add_option("--timeout", qa.timeout_s,
+                      "Seconds before the torchrun launch is killed (default TORCHCONFORM_QUALIFY_TIMEOUT_S, else 300)");
+  qualify->add_option("--raw", qa.raw_path, "")->group("");  // internal: a launched rank 0 hands its figures back
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -586,6 +610,12 @@ int cli_main(int argc, char** argv) {
     if (*ab) {
       aa.seed_given = seed_opt->count() > 0;
       return cmd_ab(aa, argc, argv);
+    }
+    if (*qualify) {
+      qa.bounds.floor = parse_percent(qa_floor);
+      const Report header = report_header(argc, argv, 0, json::array({qa.device}));
+      return qualify::run_command(qa, {{"tool", header.tool}, {"run", header.run}, {"environment", header.environment}},
+                                  self_executable());
     }
     return kExitUsage;
   });

@@ -78,7 +78,9 @@ json env_vars() {
       "TORCH_NCCL_BLOCKING_WAIT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
       "TORCHELASTIC_RUN_ID", "LD_LIBRARY_PATH",
       // torchconform bench: the test hook and the thread count (a slowed run shows in the diff)
-      "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS"};
+      "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS",
+      // torchconform qualify: its test hooks (a slowed or perturbed rank shows in the report)
+      "TORCHCONFORM_QUALIFY_SLOW_RANK", "TORCHCONFORM_QUALIFY_SLOWDOWN", "TORCHCONFORM_QUALIFY_PERTURB_RANK"};
   json out = json::object();
   for (const char* n : kNames) {
     const char* v = std::getenv(n);

@@ -1,0 +1,82 @@
+#include "harness/contract/qualify_probe.h"
+
+#include <stdexcept>
+
+namespace tc::qualify {
+
+using nlohmann::json;
+
+std::string Fingerprint::digest() const {
+  std::string s = params_sha256;
+  for (const std::string& b : loss_bits) s += ":" + b;
+  return s;
+}
+
+json to_json(const RankResult& r) {
+  json figures = json::array();
+  for (const Figure& f : r.figures) {
+    figures.push_back({{"name", f.name}, {"unit", f.unit}, {"samples", f.samples}, {"median", f.median},
+                       {"detail", f.detail}});
+  }
+  return {{"rank", r.rank},
+          {"host", r.host},
+          {"device", r.device},
+          {"device_id", r.device_id},
+          {"figures", figures},
+          {"fingerprint", {{"loss_bits", r.fingerprint.loss_bits}, {"params_sha256", r.fingerprint.params_sha256}}},
+          {"notes", r.notes}};
+}
+
+namespace {
+
+const json& field(const json& j, const char* name, json::value_t type) {
+  if (!j.is_object() || !j.contains(name)) throw std::invalid_argument(std::string("rank result: no '") + name + "'");
+  const json& v = j.at(name);
+  const bool number = type == json::value_t::number_float;
+  if (number ? !v.is_number() : v.type() != type) {
+    throw std::invalid_argument(std::string("rank result: '") + name + "' has the wrong type");
+  }
+  return v;
+}
+
+}  // namespace
+
+RankResult rank_result_from_json(const json& j) {
+  RankResult r;
+  const json& rank = field(j, "rank", json::value_t::number_float);
+  r.rank = rank.get<int>();
+  r.host = field(j, "host", json::value_t::string).get<std::string>();
+  r.device = field(j, "device", json::value_t::string).get<std::string>();
+  r.device_id = field(j, "device_id", json::value_t::string).get<std::string>();
+  for (const json& f : field(j, "figures", json::value_t::array)) {
+    Figure fig;
+    fig.name = field(f, "name", json::value_t::string).get<std::string>();
+    fig.unit = field(f, "unit", json::value_t::string).get<std::string>();
+    fig.samples = field(f, "samples", json::value_t::array).get<std::vector<double>>();
+    fig.median = field(f, "median", json::value_t::number_float).get<double>();
+    fig.detail = field(f, "detail", json::value_t::string).get<std::string>();
+    r.figures.push_back(std::move(fig));
+  }
+  const json& fp = field(j, "fingerprint", json::value_t::object);
+  r.fingerprint.loss_bits = field(fp, "loss_bits", json::value_t::array).get<std::vector<std::string>>();
+  r.fingerprint.params_sha256 = field(fp, "params_sha256", json::value_t::string).get<std::string>();
+  r.notes = field(j, "notes", json::value_t::array).get<std::vector<std::string>>();
+  return r;
+}
+
+namespace {
+Worker& slot() {
+  static Worker w;
+  return w;
+}
+}  // namespace
+
+bool set_worker(Worker w) {
+  if (slot()) throw std::logic_error("a qualification worker is registered twice");
+  slot() = std::move(w);
+  return true;
+}
+
+const Worker* worker() { return slot() ? &slot() : nullptr; }
+
+}  // namespace tc::qualify
