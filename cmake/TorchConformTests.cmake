@@ -59,6 +59,7 @@ set_tests_properties(TeethAlone.TimedAndMultiProcessChecksCatchTheirVariantsByTh
 # The checks on recipes registered only in these tests: correct code written differently passes,
 # each blind spot's broken recipe is caught, a precondition is named instead of another promise.
 add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/amp/amp_diagnosis_test.cpp
+                              suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
