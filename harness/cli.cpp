@@ -231,6 +231,8 @@ struct CompareArgs {
   std::string base, next, html;
   std::string threshold = "5%";
   std::vector<std::string> metric_thresholds;
+  std::string numerics = "off";
+  std::string numerics_tolerance;  // empty: kNumericsTolerance
 };
 
 // Exit 0: nothing regressed; 1: a regression or a verdict that got worse; 2: bad input.
@@ -241,6 +243,8 @@ int cmd_compare(const CompareArgs& a) {
     auto [name, t] = parse_metric_threshold(m);
     options.metric_threshold(name, t);
   }
+  options.numerics = numerics_gate_from_string(a.numerics);
+  if (!a.numerics_tolerance.empty()) options.numerics_tolerance = parse_percent(a.numerics_tolerance);
   Report base = read_comparable_file(a.base);
   Report next = read_comparable_file(a.next);
   const Comparison c = compare_reports(base, next, options, a.base, a.next);
@@ -414,7 +418,7 @@ int cli_main(int argc, char** argv) {
   auto* compare = app.add_subcommand(
       "compare",
       "Compare two reports (torchconform JSON or Google Benchmark JSON) and gate: exit 0 nothing "
-      "regressed, 1 a benchmark regressed or a verdict got worse, 2 bad input");
+      "regressed, 1 a benchmark regressed, a verdict got worse or (with --numerics) numerics failed, 2 bad input");
   compare->add_option("BASE.json", ca.base, "The baseline report")->required();
   compare->add_option("NEW.json", ca.next, "The new report")->required();
   compare->add_option("--html", ca.html, "Also write the comparison as HTML");
@@ -423,6 +427,13 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   compare->add_option("--metric-threshold", ca.metric_thresholds,
                       "NAME=PCT: another threshold for one benchmark (repeatable)");
+  compare->add_option("--numerics", ca.numerics,
+                      "Whether numerics drift between the reports' training fingerprints gates: off (reported, "
+                      "not gating), tolerant (a diverged cell fails), strict (any cell not bitwise identical fails)")
+      ->capture_default_str();
+  compare->add_option("--numerics-tolerance", ca.numerics_tolerance,
+                      "Relative difference of a loss (or the final parameters' L2 norm, max |x|) beyond which a "
+                      "cell diverged (default 2^-10, about 0.098%; see docs/benchmarks-and-gating.md)");
 
   TrendArgs ta;
   auto* trend = app.add_subcommand(
