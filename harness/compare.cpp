@@ -425,6 +425,11 @@ NumericsChange compare_fingerprints(const json& base, const json& next, double t
     const double x = a.losses[i], y = b.losses[i];
     const double r = relative_difference(x, y);
     consider(r, "step " + std::to_string(i));
+    if (!n.first_difference && !same_bits(x, y)) {
+      n.first_difference = i;
+      n.first_base = x;
+      n.first_next = y;
+    }
     if (!n.first_beyond_rounding && !within_rounding(x, y)) {
       n.first_beyond_rounding = i;
       n.rounding_base = x;

@@ -125,6 +125,9 @@ struct NumericsChange {
   size_t steps = 0;         // losses compared (the shorter curve)
   std::string params_sha256_base, params_sha256_next;
   bool losses_bitwise_equal = false, params_bitwise_equal = false;
+  // The first step whose losses differ at all (bitwise), with both values.
+  std::optional<size_t> first_difference;
+  double first_base = 0.0, first_next = 0.0;
   // The first step whose losses differ by more than float rounding (kRoundingUlps), with both values.
   std::optional<size_t> first_beyond_rounding;
   double rounding_base = 0.0, rounding_next = 0.0;

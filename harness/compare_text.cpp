@@ -30,6 +30,13 @@ std::string num9(double v) {  // enough digits to tell two float32 values apart
   return buf;
 }
 
+// Two values that print alike in decimal: their hex floats show the bits that differ.
+std::string hex_pair(double a, double b) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%a vs %a", a, b);
+  return buf;
+}
+
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 }  // namespace
@@ -63,8 +70,12 @@ std::string numerics_rule(const CompareOptions& o) {
 std::string describe_numerics(const NumericsChange& n) {
   std::ostringstream s;
   auto rounding = [&] {
-    if (!n.first_beyond_rounding) return std::string("no loss differs by more than float rounding");
-    return "first step beyond float rounding: " + std::to_string(*n.first_beyond_rounding) + " (" +
+    std::string t;
+    if (n.first_difference && n.first_difference != n.first_beyond_rounding) {
+      t = "losses first differ at step " + std::to_string(*n.first_difference) + " (" + hex_pair(n.first_base, n.first_next) + "); ";
+    }
+    if (!n.first_beyond_rounding) return t + "no loss differs by more than float rounding";
+    return t + "first step beyond float rounding: " + std::to_string(*n.first_beyond_rounding) + " (" +
            num9(n.rounding_base) + " vs " + num9(n.rounding_next) + ")";
   };
   switch (n.status) {

@@ -57,8 +57,15 @@ TEST(Numerics, DifferencesOfRoundingSizeAreDriftNamingTheFirstStepBeyondFloatRou
   next[2] = ulps_above(next[2], 8);  // beyond 4 ulps, far within 2^-10
   NumericsChange n = compare_fingerprints(print(kLosses), print(next, "bb", 3.0 * (1 + 1e-6)), kNumericsTolerance);
   EXPECT_EQ(n.status, NumericsStatus::kDrifted);
+  ASSERT_TRUE(n.first_difference.has_value());  // step 1 differs, by rounding only
+  EXPECT_EQ(*n.first_difference, 1u);
+  EXPECT_EQ(n.first_next, next[1]);
   ASSERT_TRUE(n.first_beyond_rounding.has_value());
   EXPECT_EQ(*n.first_beyond_rounding, 2u);
+  EXPECT_NE(describe_numerics(n).find("losses first differ at step 1 (0x1.4p+0 vs 0x1.400004p+0); first step "
+                                      "beyond float rounding: 2 (1 vs 1.00000095)"),
+            std::string::npos)
+      << describe_numerics(n);
   EXPECT_EQ(n.rounding_base, 1.0);
   EXPECT_EQ(n.rounding_next, next[2]);
   EXPECT_FALSE(n.first_beyond_tolerance.has_value());
@@ -88,6 +95,7 @@ TEST(Numerics, EqualLossesWithParametersBeyondTheToleranceDiverge) {
   EXPECT_TRUE(n.losses_bitwise_equal);
   EXPECT_FALSE(n.first_beyond_tolerance.has_value());
   EXPECT_FALSE(n.first_beyond_rounding.has_value());
+  EXPECT_FALSE(n.first_difference.has_value());
   EXPECT_NE(n.detail.find("L2 norm 3 vs 3.03"), std::string::npos) << n.detail;
 }
 
