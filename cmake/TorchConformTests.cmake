@@ -94,6 +94,9 @@ tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check fsdp --recip
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")
+tc_cli_test(run_bad_thread_count 2 "TORCHCONFORM_THREADS='many' is not a thread count" run --device cpu
+            --check eval_mode --recipe reference --json ${TC_TEST_OUT}/never.json --html ${TC_TEST_OUT}/never.html)
+set_tests_properties(cli.run_bad_thread_count PROPERTIES ENVIRONMENT "TORCHCONFORM_THREADS=many")
 
 # The README's one line per check equals `torchconform list --json` (names and promises);
 # `ci/readme-checks build/torchconform README.md --write` rewrites the block.

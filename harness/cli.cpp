@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 
+#include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 
 #include "harness/util/atomic_file.h"
@@ -194,7 +195,22 @@ void write_report(const Report& report, const std::string& json_path, const std:
   }
 }
 
+// TORCHCONFORM_THREADS=N: LibTorch's intra-op threads for the whole run (the processes a check
+// starts inherit the variable). OMP_NUM_THREADS alone is capped at the machine's cores by LibTorch;
+// this is not, so a run can compare thread counts a machine does not have (compare --numerics).
+void apply_thread_count() {
+  const char* v = std::getenv("TORCHCONFORM_THREADS");
+  if (v == nullptr || *v == '\0') return;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw UsageError(std::string("TORCHCONFORM_THREADS='") + v + "' is not a thread count from 1 to 1024");
+  }
+  at::set_num_threads(static_cast<int>(n));
+}
+
 int cmd_run(const RunArgs& a, int argc, char** argv) {
+  apply_thread_count();  // before the environment is captured: the report records the count used
   const Registry& reg = Registry::global();
   const RunPlan plan = plan_run(reg, a);
   json devices = json::array();

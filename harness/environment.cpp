@@ -80,7 +80,9 @@ json env_vars() {
       // the CPU kernels' instruction sets: they change the numbers a run computes (compare --numerics)
       "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
       // torchconform bench: the test hook and the thread count (a slowed run shows in the diff)
-      "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS"};
+      "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS",
+      // torchconform run: the intra-op thread count (harness/cli.cpp)
+      "TORCHCONFORM_THREADS"};
   json out = json::object();
   for (const char* n : kNames) {
     const char* v = std::getenv(n);
