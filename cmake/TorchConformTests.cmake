@@ -21,6 +21,7 @@ add_executable(tc_harness_tests
   harness/tests/ab_test.cpp
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
+  harness/tests/compare_numerics_test.cpp
   harness/tests/compare_test.cpp
   harness/tests/qualify_judge_test.cpp
   harness/tests/report_json_test.cpp
@@ -61,6 +62,7 @@ set_tests_properties(TeethAlone.TimedAndMultiProcessChecksCatchTheirVariantsByTh
 # The checks on recipes registered only in these tests: correct code written differently passes,
 # each blind spot's broken recipe is caught, a precondition is named instead of another promise.
 add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/amp/amp_diagnosis_test.cpp
+                              suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
@@ -94,6 +96,9 @@ tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check fsdp --recip
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")
+tc_cli_test(run_bad_thread_count 2 "TORCHCONFORM_THREADS='many' is not a thread count" run --device cpu
+            --check eval_mode --recipe reference --json ${TC_TEST_OUT}/never.json --html ${TC_TEST_OUT}/never.html)
+set_tests_properties(cli.run_bad_thread_count PROPERTIES ENVIRONMENT "TORCHCONFORM_THREADS=many")
 
 # The README's one line per check equals `torchconform list --json` (names and promises);
 # `ci/readme-checks build/torchconform README.md --write` rewrites the block.
@@ -127,6 +132,29 @@ add_test(NAME cli.compare_bad_input_keeps_html
 set_tests_properties(cli.compare_bad_input_keeps_html PROPERTIES LABELS unit)
 tc_cli_test(compare_bad_threshold 2 "not a percentage" compare ${TC_FIX}/gbench_base.json
             ${TC_FIX}/gbench_base.json --threshold lots)
+# compare --numerics: training fingerprints (harness/tests/make_numerics_fixtures.py writes the fixtures).
+tc_cli_test(compare_numerics_identical_passes_strict 0 "2 cell\\(s\\) with a training fingerprint: 2 identical.*gate: PASS"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_base.json --numerics strict)
+tc_cli_test(compare_numerics_off_reports_a_divergence 0
+            "diverged +eval_mode / reference / cpu: step 4 beyond 0.09766%: loss 1.18040872 vs 1.18513036.*gate: PASS"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_diverged.json
+            --html ${TC_TEST_OUT}/compare-numerics.html)
+tc_cli_test(compare_numerics_tolerant_fails_a_divergence 1 "DIVERGED +eval_mode.*gate: FAIL .*1 numerics failure"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_diverged.json --numerics tolerant)
+tc_cli_test(compare_numerics_tolerant_passes_drift 0
+            "drifted +eval_mode / reference / cpu: largest relative difference [^;]*; first step beyond float rounding: 3.*gate: PASS"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_drifted.json --numerics tolerant)
+tc_cli_test(compare_numerics_strict_fails_drift 1 "DRIFTED +eval_mode.*gate: FAIL"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_drifted.json --numerics strict)
+tc_cli_test(compare_numerics_tolerance_flag 1 "DIVERGED +eval_mode / reference / cpu: step 3 beyond 1e-05%"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_drifted.json --numerics tolerant
+            --numerics-tolerance 0.00001%)
+tc_cli_test(compare_numerics_older_report_not_recorded 0 "not_recorded +eval_mode / reference / cpu: no fingerprint in base.*gate: PASS"
+            compare ${TC_FIX}/numerics_unrecorded.json ${TC_FIX}/numerics_base.json --numerics strict)
+tc_cli_test(compare_numerics_unknown_mode 2 "--numerics 'loose' is not one of off"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_base.json --numerics loose)
+tc_cli_test(compare_numerics_bad_tolerance 2 "'lots' is not a percentage"
+            compare ${TC_FIX}/numerics_base.json ${TC_FIX}/numerics_base.json --numerics-tolerance lots)
 tc_cli_test(trend_step_regression 1 "BM_Sleep/iterations:20 .*regression.*trend gate: FAIL" trend
             ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_base.json ${TC_FIX}/gbench_slow.json
             ${TC_FIX}/gbench_slow.json ${TC_FIX}/gbench_slow.json --html ${TC_TEST_OUT}/trend.html)

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include <ATen/Parallel.h>
 #include <CLI/CLI.hpp>
 
 #include "harness/util/atomic_file.h"
@@ -201,7 +202,22 @@ void write_report(const Report& report, const std::string& json_path, const std:
   }
 }
 
+// TORCHCONFORM_THREADS=N: LibTorch's intra-op threads for the whole run (the processes a check
+// starts inherit the variable). OMP_NUM_THREADS alone is capped at the machine's cores by LibTorch;
+// this is not, so a run can compare thread counts a machine does not have (compare --numerics).
+void apply_thread_count() {
+  const char* v = std::getenv("TORCHCONFORM_THREADS");
+  if (v == nullptr || *v == '\0') return;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw UsageError(std::string("TORCHCONFORM_THREADS='") + v + "' is not a thread count from 1 to 1024");
+  }
+  at::set_num_threads(static_cast<int>(n));
+}
+
 int cmd_run(const RunArgs& a, int argc, char** argv) {
+  apply_thread_count();  // before the environment is captured: the report records the count used
   const Registry& reg = Registry::global();
   const RunPlan plan = plan_run(reg, a);
   json devices = json::array();
@@ -238,6 +254,8 @@ struct CompareArgs {
   std::string base, next, html;
   std::string threshold = "5%";
   std::vector<std::string> metric_thresholds;
+  std::string numerics = "off";
+  std::string numerics_tolerance;  // empty: kNumericsTolerance
 };
 
 // Exit 0: nothing regressed; 1: a regression or a verdict that got worse; 2: bad input.
@@ -248,6 +266,8 @@ int cmd_compare(const CompareArgs& a) {
     auto [name, t] = parse_metric_threshold(m);
     options.metric_threshold(name, t);
   }
+  options.numerics = numerics_gate_from_string(a.numerics);
+  if (!a.numerics_tolerance.empty()) options.numerics_tolerance = parse_percent(a.numerics_tolerance);
   Report base = read_comparable_file(a.base);
   Report next = read_comparable_file(a.next);
   const Comparison c = compare_reports(base, next, options, a.base, a.next);
@@ -515,7 +535,7 @@ int cli_main(int argc, char** argv) {
   auto* compare = app.add_subcommand(
       "compare",
       "Compare two reports (torchconform JSON or Google Benchmark JSON) and gate: exit 0 nothing "
-      "regressed, 1 a benchmark regressed or a verdict got worse, 2 bad input");
+      "regressed, 1 a benchmark regressed, a verdict got worse or (with --numerics) numerics failed, 2 bad input");
   compare->add_option("BASE.json", ca.base, "The baseline report")->required();
   compare->add_option("NEW.json", ca.next, "The new report")->required();
   compare->add_option("--html", ca.html, "Also write the comparison as HTML");
@@ -524,6 +544,13 @@ int cli_main(int argc, char** argv) {
       ->capture_default_str();
   compare->add_option("--metric-threshold", ca.metric_thresholds,
                       "NAME=PCT: another threshold for one benchmark (repeatable)");
+  compare->add_option("--numerics", ca.numerics,
+                      "Whether numerics drift between the reports' training fingerprints gates: off (reported, "
+                      "not gating), tolerant (a diverged cell fails), strict (any cell not bitwise identical fails)")
+      ->capture_default_str();
+  compare->add_option("--numerics-tolerance", ca.numerics_tolerance,
+                      "Relative difference of a loss (or the final parameters' L2 norm, max |x|) beyond which a "
+                      "cell diverged (default 2^-10, about 0.098%; see docs/benchmarks-and-gating.md)");
 
   AbArgs aa;
   auto* ab = app.add_subcommand(

@@ -60,6 +60,27 @@ std::string render_compare_html(const Comparison& c) {
     h << "</tbody></table>\n";
   }
 
+  h << "<h2>Numerics</h2>\n<p class=\"muted\">" << escape(numerics_rule(c.options)) << ".</p>\n";
+  if (c.numerics.empty()) {
+    h << "<p id=\"numerics\">no training fingerprint in either report</p>\n";
+  } else {
+    h << "<table id=\"numerics\"><thead><tr><th>check</th><th>recipe</th><th>device</th><th>status</th>"
+         "<th>largest relative difference</th><th>first step beyond float rounding</th><th>details</th>"
+         "</tr></thead><tbody>\n";
+    for (const NumericsChange& n : c.numerics) {
+      const bool compared = n.status == NumericsStatus::kDrifted || n.status == NumericsStatus::kDiverged;
+      h << "<tr class=\"numerics " << to_string(n.status) << (numerics_fails(n, c.options.numerics) ? " worse" : "")
+        << "\" data-check=\"" << escape(n.check) << "\" data-recipe=\"" << escape(n.recipe) << "\" data-device=\""
+        << escape(n.device) << "\" data-status=\"" << to_string(n.status) << "\"><td>" << escape(n.check)
+        << "</td><td>" << escape(n.recipe) << "</td><td>" << escape(n.device) << "</td><td class=\"verdict\">"
+        << to_string(n.status) << (n.variant ? " (variant, not gating)" : "") << "</td><td>"
+        << (compared ? num(n.max_rel_diff) + " (" + escape(n.max_rel_where) + ")" : "-") << "</td><td>"
+        << (compared && n.first_beyond_rounding ? std::to_string(*n.first_beyond_rounding) : "-") << "</td><td>"
+        << escape(describe_numerics(n)) << "</td></tr>\n";
+    }
+    h << "</tbody></table>\n";
+  }
+
   h << "<h2>Benchmarks</h2>\n";
   if (c.benchmarks.empty()) h << "<p>none</p>\n";
   else {

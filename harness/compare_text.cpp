@@ -1,6 +1,8 @@
 #include "harness/compare_text.h"
 
+#include <cctype>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace tc {
@@ -22,6 +24,19 @@ std::string verdict_or(const std::optional<Verdict>& v, const char* none) {
   return v ? to_string(*v) : none;
 }
 
+std::string num9(double v) {  // enough digits to tell two float32 values apart
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// Two values that print alike in decimal: their hex floats show the bits that differ.
+std::string hex_pair(double a, double b) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%a vs %a", a, b);
+  return buf;
+}
+
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 }  // namespace
@@ -30,7 +45,65 @@ std::string gate_line(const Comparison& c) {
   std::ostringstream s;
   const int r = c.regressions(), w = c.worse_cells();
   s << "gate: " << (exit_code_for(c) ? "FAIL" : "PASS") << " (" << r << " benchmark"
-    << (r == 1 ? "" : "s") << " regressed, " << w << " verdict" << (w == 1 ? "" : "s") << " worse)";
+    << (r == 1 ? "" : "s") << " regressed, " << w << " verdict" << (w == 1 ? "" : "s") << " worse";
+  if (c.options.numerics != NumericsGate::kOff) {
+    const int n = c.numerics_failures();
+    s << ", " << n << " numerics failure" << (n == 1 ? "" : "s") << " under --numerics " << to_string(c.options.numerics);
+  }
+  s << ")";
+  return s.str();
+}
+
+std::string numerics_rule(const CompareOptions& o) {
+  std::ostringstream s;
+  s << "identical = every loss and the final parameters' sha256 bitwise equal; float rounding = within "
+    << num(kRoundingUlps) << " ulps of the larger loss (in float32 for float32 losses); drifted = every loss and the "
+    << "parameters' L2 norm and max |x| within " << num(o.numerics_tolerance * 100.0)
+    << "% relative (--numerics-tolerance); diverged = beyond it. --numerics " << to_string(o.numerics) << ": "
+    << (o.numerics == NumericsGate::kOff        ? "reported, not gating"
+        : o.numerics == NumericsGate::kTolerant ? "a diverged cell fails the gate"
+                                                : "any cell not bitwise identical fails the gate")
+    << "; a broken variant's numerics never gate";
+  return s.str();
+}
+
+std::string describe_numerics(const NumericsChange& n) {
+  std::ostringstream s;
+  auto rounding = [&] {
+    std::string t;
+    if (n.first_difference && n.first_difference != n.first_beyond_rounding) {
+      t = "losses first differ at step " + std::to_string(*n.first_difference) + " (" + hex_pair(n.first_base, n.first_next) + "); ";
+    }
+    if (!n.first_beyond_rounding) return t + "no loss differs by more than float rounding";
+    return t + "first step beyond float rounding: " + std::to_string(*n.first_beyond_rounding) + " (" +
+           num9(n.rounding_base) + " vs " + num9(n.rounding_next) + ")";
+  };
+  switch (n.status) {
+    case NumericsStatus::kIdentical:
+      s << n.steps << " losses and the final parameters (sha256 " << n.params_sha256_base.substr(0, 12)
+        << ") bitwise equal";
+      break;
+    case NumericsStatus::kDrifted:
+      s << "largest relative difference " << num(n.max_rel_diff) << " (" << n.max_rel_where << "), within "
+        << num(n.tolerance * 100.0) << "%; " << rounding()
+        << (n.losses_bitwise_equal ? "; losses bitwise equal, final parameters differ" : "");
+      break;
+    case NumericsStatus::kDiverged:
+      if (n.first_beyond_tolerance) {
+        s << "step " << *n.first_beyond_tolerance << " beyond " << num(n.tolerance * 100.0) << "%: loss "
+          << num9(n.diverged_base) << " vs " << num9(n.diverged_next);
+      } else {
+        s << n.detail;
+      }
+      s << "; largest relative difference " << num(n.max_rel_diff) << " (" << n.max_rel_where << "); " << rounding();
+      break;
+    case NumericsStatus::kIncomparable: s << n.detail; break;
+    case NumericsStatus::kNotRecorded:
+      s << "no fingerprint in " << n.absent_from << " (a report from before fingerprints, or a check that did not "
+        << "get to train)";
+      break;
+    case NumericsStatus::kMissing: s << "the cell is not in " << n.absent_from; break;
+  }
   return s.str();
 }
 
@@ -54,6 +127,39 @@ std::string render_compare_text(const Comparison& c) {
     const char* tag = ch.worse ? "WORSE  " : !ch.base ? "new    " : !ch.next ? "gone   " : "changed";
     s << "  " << tag << ' ' << ch.check << " / " << ch.recipe << " / " << ch.device << ": "
       << verdict_or(ch.base, "(absent)") << " -> " << verdict_or(ch.next, "(absent)") << '\n';
+  }
+
+  s << "\nnumerics: ";
+  if (c.numerics.empty()) {
+    s << "no training fingerprint in either report\n";
+  } else {
+    std::map<std::string, int> counts;
+    for (const NumericsChange& n : c.numerics) ++counts[to_string(n.status)];
+    s << c.numerics.size() << " cell(s) with a training fingerprint:";
+    bool first = true;
+    for (NumericsStatus st : {NumericsStatus::kIdentical, NumericsStatus::kDrifted, NumericsStatus::kDiverged,
+                              NumericsStatus::kIncomparable, NumericsStatus::kNotRecorded, NumericsStatus::kMissing}) {
+      if (!counts.count(to_string(st))) continue;
+      s << (first ? " " : ", ") << counts[to_string(st)] << ' ' << to_string(st);
+      first = false;
+    }
+    s << "\n  rule: " << numerics_rule(c.options) << '\n';
+    int quiet_variants = 0;
+    for (const NumericsChange& n : c.numerics) {
+      if (n.variant && n.status == NumericsStatus::kIdentical) {
+        ++quiet_variants;  // counted, not listed: the suite's broken variants are many
+        continue;
+      }
+      std::string tag = to_string(n.status);
+      if (numerics_fails(n, c.options.numerics)) {
+        for (char& ch : tag) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      }
+      s << "  " << pad(tag, 13) << n.check << " / " << n.recipe << " / " << n.device << ": " << describe_numerics(n)
+        << (n.variant ? " [broken variant: not gating]" : "") << '\n';
+    }
+    if (quiet_variants > 0) {
+      s << "  (and " << quiet_variants << " broken variant cell(s) identical, not listed)\n";
+    }
   }
 
   s << "\nbenchmarks: " << c.benchmarks.size() << '\n';

@@ -77,10 +77,14 @@ json env_vars() {
       "NCCL_IB_DISABLE", "GLOO_SOCKET_IFNAME", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
       "TORCH_NCCL_BLOCKING_WAIT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
       "TORCHELASTIC_RUN_ID", "LD_LIBRARY_PATH",
+      // the CPU kernels' instruction sets: they change the numbers a run computes (compare --numerics)
+      "ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA",
       // torchconform bench: the test hook and the thread count (a slowed run shows in the diff)
       "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS",
       // torchconform qualify: its test hooks (a slowed or perturbed rank shows in the report)
-      "TORCHCONFORM_QUALIFY_SLOW_RANK", "TORCHCONFORM_QUALIFY_SLOWDOWN", "TORCHCONFORM_QUALIFY_PERTURB_RANK"};
+      "TORCHCONFORM_QUALIFY_SLOW_RANK", "TORCHCONFORM_QUALIFY_SLOWDOWN", "TORCHCONFORM_QUALIFY_PERTURB_RANK",
+      // torchconform run: the intra-op thread count (harness/cli.cpp)
+      "TORCHCONFORM_THREADS"};
   json out = json::object();
   for (const char* n : kNames) {
     const char* v = std::getenv(n);

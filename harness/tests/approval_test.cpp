@@ -153,13 +153,38 @@ TEST(Approval, ReportJson) {
 
 TEST(Approval, ReportHtml) { expect_approved("report.approved.html", render_html(report_with_subject())); }
 
+// A training fingerprint (suites/support/fingerprint.h) of four float32 losses.
+nlohmann::json fingerprint(const std::vector<std::string>& loss_hex, const std::string& sha, double l2) {
+  return {{"format", "torchconform.fingerprint/1"}, {"run", "the first of the two runs with seed 1234 (4 steps)"},
+          {"steps", loss_hex.size()}, {"loss_hex", loss_hex},
+          {"params", {{"tensors", 2}, {"elements", 100}, {"sha256", sha}, {"sum", 1.5}, {"sum_squares", l2 * l2},
+                      {"l2_norm", l2}, {"max_abs", 0.75}, {"non_finite", 0}}},
+          {"largest", nlohmann::json::array()}};
+}
+
+// The compare fixtures with fingerprints: the reference's drifted (its losses 5 float32 ulps apart
+// from step 2), the broken variant's diverged (never gating), the cell that got worse identical.
+std::pair<Report, Report> compared_reports() {
+  Report base = fixed_report(), next = slower_report();
+  const std::vector<std::string> losses{"0x1.266666p+1", "0x1.0ccccdp+1", "0x1.e66666p+0", "0x1.b33334p+0"};
+  base.cells[0].metrics["fingerprint"] = fingerprint(losses, std::string(64, 'a'), 2.5);
+  next.cells[0].metrics["fingerprint"] = fingerprint(
+      {"0x1.266666p+1", "0x1.0ccccdp+1", "0x1.e6666bp+0", "0x1.b33339p+0"}, std::string(64, 'b'), 2.5000001);
+  base.cells[1].metrics["fingerprint"] = fingerprint(losses, std::string(64, 'c'), 2.5);
+  next.cells[1].metrics["fingerprint"] = fingerprint(
+      {"0x1.2cccccp+1", "0x1.0ccccdp+1", "0x1.e66666p+0", "0x1.b33334p+0"}, std::string(64, 'd'), 2.6);
+  return {base, next};
+}
+
 TEST(Approval, CompareText) {
-  Comparison c = compare_reports(fixed_report(), slower_report(), CompareOptions{}, "base.json", "new.json");
+  auto [base, next] = compared_reports();
+  Comparison c = compare_reports(base, next, CompareOptions{}, "base.json", "new.json");
   expect_approved("compare.approved.txt", render_compare_text(c));
 }
 
 TEST(Approval, CompareHtml) {
-  Comparison c = compare_reports(fixed_report(), slower_report(), CompareOptions{}, "base.json", "new.json");
+  auto [base, next] = compared_reports();
+  Comparison c = compare_reports(base, next, CompareOptions{}, "base.json", "new.json");
   expect_approved("compare.approved.html", render_compare_html(c));
 }
 

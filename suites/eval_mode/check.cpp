@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
@@ -149,12 +150,14 @@ void no_autograd_graph(const Evaluated& v, Findings& out) {
 
 // The next epoch must train in train mode: the recipe says so, and BatchNorm's running
 // statistics move (they only do in training mode).
-void train_mode_restored(Run& run, Findings& out) {
+void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
   const int64_t spe = run.steps_per_epoch();
   const NamedTensors before_epoch = snapshot(run.buffers());
   int64_t eval_mode_steps = 0;
   for (int64_t i = 0; i < spe; ++i) {
-    if (!run.train_step().training_mode) ++eval_mode_steps;
+    const StepRecord r = run.train_step();
+    losses.push_back(r.loss);
+    if (!r.training_mode) ++eval_mode_steps;
   }
   const bool stats_moved = first_tensor_difference(before_epoch, snapshot(run.buffers())).has_value();
   out.metrics()["next_epoch_eval_mode_steps"] = eval_mode_steps;
@@ -172,7 +175,8 @@ void train_mode_restored(Run& run, Findings& out) {
 CheckResult check_eval_mode(const CheckContext& ctx) {
   std::unique_ptr<Run> run = ctx.make_run();
   run->setup(run_options(ctx, ctx.seed));
-  for (int64_t i = 0; i < run->steps_per_epoch(); ++i) run->train_step();  // one epoch
+  std::vector<double> losses;
+  for (int64_t i = 0; i < run->steps_per_epoch(); ++i) losses.push_back(run->train_step().loss);  // one epoch
 
   Evaluated v;
   v.params0 = snapshot(run->parameters());
@@ -191,7 +195,12 @@ CheckResult check_eval_mode(const CheckContext& ctx) {
   eval_bitwise(v, f);
   state_untouched(v, f);
   no_autograd_graph(v, f);
-  train_mode_restored(*run, f);
+  train_mode_restored(*run, losses, f);
+  // What this environment computed, for `compare`: both epochs, the evaluations between them.
+  f.metrics()["fingerprint"] = training_fingerprint(
+      "one epoch, two evaluations, one more epoch (" + std::to_string(losses.size()) + " steps, seed " +
+          std::to_string(ctx.seed) + ")",
+      losses, run->parameters());
   return f.result("evaluation after one epoch:");
 }
 

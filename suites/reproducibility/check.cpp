@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
@@ -199,6 +200,11 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
                  {"loss_curve_b", b.losses},
                  {"eval_accuracy_a", a.eval.accuracy},
                  {"eval_accuracy_b", b.eval.accuracy}};
+  // What this environment computed: the first run (the cell's seed, two epochs) for `compare`.
+  f.metrics()["fingerprint"] = training_fingerprint(
+      "the first of the two runs with seed " + std::to_string(ctx.seed) + " (" + std::to_string(a.losses.size()) +
+          " steps)",
+      a.losses, a.params);
   same_seed_bitwise(ctx, a, b, f);
   if (there.valid()) {
     other_process_bitwise(ctx, a, there.get(), f);

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/amp_probe.h"
@@ -19,6 +20,7 @@ struct Scenario {
   std::vector<std::string> problems;
   nlohmann::json metrics;
   std::string summary;
+  nlohmann::json fingerprint;  // of the straight run
 };
 
 // The scenario once; `amp`: with mixed precision (set through AmpProbe before every setup).
@@ -41,6 +43,9 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   const NamedTensors params_expected = snapshot(straight->parameters());
   const NamedTensors opt_expected = snapshot(straight->optimizer_state());
   straight.reset();
+  Scenario o;
+  o.fingerprint = training_fingerprint("the straight run of " + std::to_string(n) + " steps" + (amp ? " (fp16 autocast)" : ""),
+                                       expected, params_expected);
 
   std::vector<double> resumed;
   {
@@ -58,7 +63,6 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   const NamedTensors params_resumed = snapshot(second->parameters());
   const NamedTensors opt_resumed = snapshot(second->optimizer_state());
 
-  Scenario o;
   nlohmann::json& m = o.metrics;
   m = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
        {"loss_curve_straight", expected}, {"loss_curve_resumed", resumed},
@@ -102,9 +106,10 @@ bool implements_amp(const CheckContext& ctx) {
 }
 
 // fp32: the plain resume. Returns whether it held.
-bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out) {
+bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out, nlohmann::json& fingerprint) {
   Scenario plain = resume_scenario(ctx, nullptr);
   out.metrics() = plain.metrics;
+  fingerprint = plain.fingerprint;
   if (!plain.problems.empty()) {
     out.broken("resume_bitwise", plain.summary + problems_text(plain) +
                                      (amp_next ? " (the fp16 pass not run: the fp32 resume already differs)" : ""));
@@ -138,7 +143,11 @@ void resume_bitwise_amp(const CheckContext& ctx, Findings& out) {
 CheckResult check_resume_equality(const CheckContext& ctx) {
   Findings f;
   const bool amp = implements_amp(ctx);
-  if (resume_bitwise(ctx, amp, f) && amp) resume_bitwise_amp(ctx, f);
+  nlohmann::json fingerprint;
+  if (resume_bitwise(ctx, amp, f, fingerprint) && amp) resume_bitwise_amp(ctx, f);
+  // What this environment computed, for `compare`: the fp32 straight run (the fp16 pass's metrics
+  // may have been moved on top, the fingerprint stays that of fp32).
+  f.metrics()["fingerprint"] = fingerprint;
   return f.result();
 }
 

@@ -37,6 +37,7 @@
 // here would blame the wrong practice.
 #include <torch/torch.h>
 
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
@@ -202,6 +203,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   int64_t over_bound = 0;  // steps whose fresh gradient norm exceeded the clip bound
   double worst_ratio = 0.0, worst_diff = 0.0;
   std::string worst_where;
+  std::vector<double> losses;  // the recipe's own steps, for the fingerprint
   for (int64_t t = 0; t < steps; ++t) {
     run->save_checkpoint(before);
     const NamedTensors params = run->parameters();
@@ -216,7 +218,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
         fresh[i] = fresh[i].defined() ? fresh[i] + c : c;  // several backwards in one step add up
       }));
     }
-    run->train_step();
+    losses.push_back(run->train_step().loss);
     for (size_t i = 0; i < params.size(); ++i) params[i].second.remove_hook(hooks[i]);
     const NamedTensors recipe_after = snapshot(run->parameters());
     const std::vector<at::Tensor> left_after = grads_of(run->parameters());
@@ -286,6 +288,10 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   nlohmann::json metrics = {{"steps", steps}, {"clip_norm", max_norm}, {"fresh_grad_norms", norms},
                             {"bound", bound_metrics}, {"per_step", per_step}, {"max_ratio_to_bound", worst_ratio}};
   if (f.metrics().contains("caught")) metrics["caught"] = f.metrics()["caught"];
+  // What this environment computed, for `compare`: the recipe's run up to the last step judged.
+  metrics["fingerprint"] = training_fingerprint(
+      "the recipe's run, " + std::to_string(losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")", losses,
+      run->parameters());
   f.metrics() = metrics;
   if (f.any_broken()) return f.result();
   f.held(kFresh, std::to_string(steps) + " updates equal fresh gradient -> clip to " + format_double(max_norm) +

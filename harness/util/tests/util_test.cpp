@@ -20,6 +20,17 @@ TEST(Sha256, KnownVectors) {  // FIPS 180-2 examples
   EXPECT_NE(sha256_hex(std::string("a\0b", 3)), sha256_hex("a"));
 }
 
+TEST(Sha256, FedInPiecesEqualsOneShot) {
+  Sha256 h;
+  h.update("a", 1);
+  h.update(std::string("bc"));
+  h.update(nullptr, 0);  // an empty piece changes nothing
+  EXPECT_EQ(h.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  Sha256 empty;
+  EXPECT_EQ(empty.hex(), sha256_hex(""));
+  EXPECT_THROW(empty.update("x"), std::logic_error);  // spent after hex()
+}
+
 class Scratch : public ::testing::Test {
  protected:
   void SetUp() override { dir = posix_fs::make_temp_dir("tc-util-test-"); }
