@@ -30,11 +30,15 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
       it = index.emplace(key, out.size()).first;
       out.push_back(std::move(r));
     }
-    out[it->second].samples.push_back(run.GetAdjustedRealTime());
+    BenchmarkRecord& rec = out[it->second];
+    rec.samples.push_back(run.GetAdjustedRealTime());
+    // User counters as Google Benchmark reports them (rates already divided by the time).
+    for (const auto& [counter, value] : run.counters) rec.counters[counter].samples.push_back(value.value);
   }
   for (BenchmarkRecord& r : out) {
     r.median = stats::median(r.samples);
     r.cv = stats::coefficient_of_variation(r.samples);
+    for (auto& [counter, c] : r.counters) c.median = stats::median(c.samples);
   }
   return out;
 }

@@ -4,7 +4,8 @@
 // `torchconform bench [google-benchmark flags]` runs them with Google
 // Benchmark's own runner; CollectingReporter forwards everything to the console reporter and keeps
 // each per-repetition run; records_from_runs() turns those into BenchmarkRecords (samples = one
-// value per repetition, real time in the benchmark's time unit; median and cv over them).
+// value per repetition, real time in the benchmark's time unit; median and cv over them; each user
+// counter, e.g. the amp benchmarks' MFU, with its value per repetition and their median).
 #pragma once
 
 #include <functional>

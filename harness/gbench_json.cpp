@@ -4,6 +4,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "harness/report_json.h"
 #include "harness/statistics.h"
@@ -32,6 +33,17 @@ std::string string_or_empty(const json& o, const char* key) {
   return (it != o.end() && it->is_string()) ? it->get<std::string>() : std::string();
 }
 
+// The numeric fields Google Benchmark writes into every entry itself (v1.6-1.9); any other numeric
+// field of an entry is a user counter (state.counters["MFU"] is written as "MFU": 0.25).
+// items_per_second and bytes_per_second become records of their own.
+bool is_standard_field(const std::string& key) {
+  static const std::set<std::string> standard = {
+      "family_index", "per_family_instance_index", "repetitions", "repetition_index", "threads",
+      "iterations",   "real_time",                 "cpu_time",    "items_per_second", "bytes_per_second",
+      "time_unit",    "error_occurred",            "aggregate_unit", "big_o", "rms"};
+  return standard.count(key) > 0;
+}
+
 }  // namespace
 
 Report report_from_google_benchmark(const json& j) {
@@ -51,6 +63,7 @@ Report report_from_google_benchmark(const json& j) {
   struct Acc {
     std::string unit;
     std::vector<double> samples;
+    std::map<std::string, BenchmarkCounter> counters;
   };
   std::vector<std::string> order;
   std::map<std::string, Acc> acc;
@@ -71,6 +84,12 @@ Report report_from_google_benchmark(const json& j) {
       const std::string name = b.contains("run_name") ? b.at("run_name").get<std::string>()
                                                       : b.at("name").get<std::string>();
       push(name, b.value("time_unit", "ns"), b.at("real_time").get<double>());
+      // User counters are the entry's other numeric fields (Google Benchmark writes them beside its own).
+      for (const auto& item : b.items()) {
+        if (item.value().is_number() && !is_standard_field(item.key())) {
+          acc[name].counters[item.key()].samples.push_back(item.value().get<double>());
+        }
+      }
       if (b.contains("items_per_second")) {
         push(name + "/items_per_second", "items/s", b["items_per_second"].get<double>());
       }
@@ -88,8 +107,10 @@ Report report_from_google_benchmark(const json& j) {
   }
   for (const std::string& name : order) {
     const Acc& a = acc[name];
-    r.benchmarks.push_back({name, "cpu", a.unit, a.samples, stats::median(a.samples),
-                            stats::coefficient_of_variation(a.samples)});
+    BenchmarkRecord rec{name, "cpu", a.unit, a.samples, stats::median(a.samples),
+                        stats::coefficient_of_variation(a.samples), a.counters};
+    for (auto& [counter, c] : rec.counters) c.median = stats::median(c.samples);
+    r.benchmarks.push_back(std::move(rec));
   }
   return r;
 }

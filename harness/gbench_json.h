@@ -2,7 +2,8 @@
 // `--benchmark_repetitions=N`) read as a torchconform Report, so `compare` can gate any benchmark.
 // Only the per-repetition entries (run_type "iteration") count: grouped by run_name, the value is
 // real_time in its time_unit; items_per_second / bytes_per_second become extra throughput records
-// (`<run_name>/items_per_second`, unit items/s or B/s). Aggregates (mean, median, ...) and entries
+// (`<run_name>/items_per_second`, unit items/s or B/s); the other numeric fields of an entry are its
+// user counters (state.counters), kept per repetition in BenchmarkRecord::counters. Aggregates (mean, median, ...) and entries
 // that report an error are left out. The context becomes the environment (date and load average,
 // which change every run, are dropped).
 #pragma once

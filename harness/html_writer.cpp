@@ -322,7 +322,8 @@ std::string render_html(const Report& r) {
     h << "<p>none in this report (<code>torchconform bench</code> adds them)</p>\n";
   } else {
     h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>median</th><th>cv</th>"
-         "<th>n</th><th>min</th><th>max</th><th>samples (bar = median)</th></tr></thead><tbody>\n";
+         "<th>n</th><th>min</th><th>max</th><th>samples (bar = median)</th><th>counters (median)</th></tr></thead>"
+         "<tbody>\n";
     for (const BenchmarkRecord& b : r.benchmarks) {
       double lo = INFINITY, hi = -INFINITY;
       for (double v : b.samples) lo = std::min(lo, v), hi = std::max(hi, v);
@@ -330,7 +331,16 @@ std::string render_html(const Report& r) {
         << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>" << escape(b.unit)
         << "</td><td>" << num(b.median) << "</td><td>" << num(b.cv * 100) << "%</td><td>" << b.samples.size()
         << "</td><td>" << (b.samples.empty() ? "-" : num(lo)) << "</td><td>" << (b.samples.empty() ? "-" : num(hi))
-        << "</td><td>" << html::strip_plot(b.samples, lo, hi) << "</td></tr>\n";
+        << "</td><td>" << html::strip_plot(b.samples, lo, hi) << "</td><td>";
+      // The benchmark's user counters (the amp benchmarks' MFU, TFLOP/s, ...): the median of each.
+      if (b.counters.empty()) h << "-";
+      bool first = true;
+      for (const auto& [name, c] : b.counters) {
+        h << (first ? "" : "<br>") << "<span class=\"counter\" data-counter=\"" << escape(name) << "\">" << escape(name)
+          << " " << num(c.median) << "</span>";
+        first = false;
+      }
+      h << "</td></tr>\n";
     }
     h << "</tbody></table>\n";
   }

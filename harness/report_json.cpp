@@ -46,12 +46,15 @@ json report_to_json(const Report& r) {
   for (const Cell& c : r.cells) cells.push_back(cell_to_json(c));
   json benchmarks = json::array();
   for (const BenchmarkRecord& b : r.benchmarks) {
-    benchmarks.push_back({{"name", b.name},
-                          {"device", b.device},
-                          {"unit", b.unit},
-                          {"samples", b.samples},
-                          {"median", b.median},
-                          {"cv", b.cv}});
+    json entry = {{"name", b.name}, {"device", b.device}, {"unit", b.unit},
+                  {"samples", b.samples}, {"median", b.median}, {"cv", b.cv}};
+    // Only a benchmark with user counters has the field: reports without counters read as before.
+    if (!b.counters.empty()) {
+      json counters = json::object();
+      for (const auto& [name, c] : b.counters) counters[name] = {{"samples", c.samples}, {"median", c.median}};
+      entry["counters"] = counters;
+    }
+    benchmarks.push_back(std::move(entry));
   }
   Summary s = summarize(r.cells);
   json summary = s.counts;
@@ -118,6 +121,15 @@ Report report_from_json(const json& j) {
       rec.samples = b.at("samples").get<std::vector<double>>();
       rec.median = b.at("median").get<double>();
       rec.cv = b.at("cv").get<double>();
+      if (b.contains("counters")) {  // absent in reports written before counters were kept
+        if (!b["counters"].is_object()) throw ReportFormatError("malformed torchconform report: a benchmark's \"counters\" is not an object");
+        for (const auto& item : b["counters"].items()) {
+          BenchmarkCounter c;
+          c.samples = item.value().at("samples").get<std::vector<double>>();
+          c.median = item.value().at("median").get<double>();
+          rec.counters.emplace(item.key(), std::move(c));
+        }
+      }
       r.benchmarks.push_back(std::move(rec));
     }
     return r;

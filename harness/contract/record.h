@@ -50,6 +50,13 @@ struct Cell {
   double duration_s = 0.0;
 };
 
+// A Google Benchmark user counter of one benchmark (state.counters["MFU"], ...): its value in each
+// repetition, in the order of BenchmarkRecord::samples, and the median of those values.
+struct BenchmarkCounter {
+  std::vector<double> samples;
+  double median = 0.0;
+};
+
 struct BenchmarkRecord {
   std::string name;
   std::string device;
@@ -57,6 +64,7 @@ struct BenchmarkRecord {
   std::vector<double> samples;
   double median = 0.0;
   double cv = 0.0;
+  std::map<std::string, BenchmarkCounter> counters;  // counter name -> per repetition; empty if none
 };
 
 struct Summary {

@@ -38,6 +38,36 @@ TEST(Bench, RecordsHoldOneSamplePerRepetitionWithTheRegisteredNameAndDevice) {
   EXPECT_EQ(recs[1].samples.size(), 1u);  // the failed repetition is left out
 }
 
+TEST(Bench, RecordsKeepEachUserCounterPerRepetitionWithItsMedian) {
+  add("unit/counter_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  const std::string g = gbench_name("unit/counter_bench", "cpu");
+  std::vector<GRun> runs;
+  for (double mfu : {0.25, 0.21, 0.24}) {
+    GRun r = make_run(g, GRun::RT_Iteration, 2.0);
+    r.counters["MFU"] = benchmark::Counter(mfu);
+    r.counters["TFLOP/s"] = benchmark::Counter(10 * mfu);
+    runs.push_back(r);
+  }
+  GRun aggregate = make_run(g, GRun::RT_Aggregate, 2.0);
+  aggregate.counters["MFU"] = benchmark::Counter(9.0);  // an aggregate's counter is not a repetition
+  runs.push_back(aggregate);
+  std::vector<BenchmarkRecord> recs = records_from_runs(runs);
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_EQ(recs[0].counters.size(), 2u);
+  const BenchmarkCounter& mfu = recs[0].counters.at("MFU");
+  EXPECT_EQ(mfu.samples, (std::vector<double>{0.25, 0.21, 0.24}));
+  EXPECT_DOUBLE_EQ(mfu.median, 0.24);
+  EXPECT_DOUBLE_EQ(recs[0].counters.at("TFLOP/s").median, 2.4);
+}
+
+TEST(Bench, ARecordWithoutUserCountersHasNone) {
+  add("unit/plain_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  const std::string g = gbench_name("unit/plain_bench", "cpu");
+  std::vector<BenchmarkRecord> recs = records_from_runs({make_run(g, GRun::RT_Iteration, 2.0)});
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_TRUE(recs[0].counters.empty());
+}
+
 TEST(Bench, DuplicateRegistrationIsRefused) {
   add("unit/dup", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
   EXPECT_THROW(add("unit/dup", "cpu", [](benchmark::State&) {}), std::logic_error);

@@ -167,6 +167,34 @@ TEST(GoogleBenchmarkJson, ReadsPerRepetitionRunsGroupedByRunName) {
   EXPECT_FALSE(r.environment["google_benchmark"].contains("load_avg"));
 }
 
+// A --benchmark_out entry with user counters (Google Benchmark writes state.counters["MFU"] as a
+// numeric field beside its own): each kept per repetition; its own numeric fields are not counters.
+TEST(GoogleBenchmarkJson, UserCountersAreKeptPerRepetition) {
+  nlohmann::json j = {{"context", {{"date", "2026-12-01T00:00:00+00:00"}, {"num_cpus", 2}, {"library_version", "v1.7.1"}}},
+                      {"benchmarks", nlohmann::json::array()}};
+  const double mfu[] = {0.249, 0.251, 0.247};
+  for (int i = 0; i < 3; ++i) {
+    j["benchmarks"].push_back({{"name", "amp/train_step/transformer/bf16/device:cpu"},
+                               {"run_name", "amp/train_step/transformer/bf16/device:cpu"},
+                               {"run_type", "iteration"}, {"family_index", 0}, {"per_family_instance_index", 0},
+                               {"repetitions", 3}, {"repetition_index", i}, {"threads", 1}, {"iterations", 2},
+                               {"real_time", 1500.0 + i}, {"cpu_time", 1490.0}, {"time_unit", "ms"},
+                               {"MFU", mfu[i]}, {"TFLOP/s", 0.0009}, {"label", "bf16"}});
+  }
+  j["benchmarks"].push_back({{"name", "amp/train_step/transformer/bf16/device:cpu_median"},
+                             {"run_name", "amp/train_step/transformer/bf16/device:cpu"},
+                             {"run_type", "aggregate"}, {"aggregate_name", "median"}, {"real_time", 1501.0},
+                             {"time_unit", "ms"}, {"MFU", 0.249}});
+  const Report r = report_from_google_benchmark(j);
+  ASSERT_EQ(r.benchmarks.size(), 1u);
+  const BenchmarkRecord& b = r.benchmarks[0];
+  EXPECT_EQ(b.samples.size(), 3u);
+  ASSERT_EQ(b.counters.size(), 2u);  // MFU and TFLOP/s; not iterations, threads, cpu_time, ...
+  EXPECT_EQ(b.counters.at("MFU").samples, (std::vector<double>{0.249, 0.251, 0.247}));
+  EXPECT_DOUBLE_EQ(b.counters.at("MFU").median, 0.249);
+  EXPECT_EQ(b.counters.at("TFLOP/s").samples.size(), 3u);
+}
+
 TEST(GoogleBenchmarkJson, SlowedSleepIsARegressionOfTheGate) {
   const std::string dir = std::string(TC_SOURCE_DIR) + "/harness/tests/fixtures/";
   Comparison c = compare_reports(read_comparable_file(dir + "gbench_base.json"),

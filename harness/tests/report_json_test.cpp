@@ -57,6 +57,35 @@ TEST(ReportJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.benchmarks[0].samples.size(), 3u);
 }
 
+TEST(ReportJson, BenchmarkCountersRoundTripAndAReportWithoutThemStillReads) {
+  Report r = sample_report();
+  r.benchmarks.push_back({"amp/train_step", "cpu", "ms", {50, 52, 51}, 51, 0.02});
+  r.benchmarks.back().counters["MFU"] = {{0.25, 0.24, 0.26}, 0.25};
+  r.benchmarks.back().counters["TFLOP/s"] = {{0.0235, 0.0226, 0.0244}, 0.0235};
+  const nlohmann::json j = report_to_json(r);
+  EXPECT_FALSE(j["benchmarks"][0].contains("counters"));  // none: the entry is written as before
+  EXPECT_EQ(j["benchmarks"][1]["counters"]["MFU"]["samples"][2], 0.26);
+  EXPECT_EQ(j["benchmarks"][1]["counters"]["MFU"]["median"], 0.25);
+  const Report back = report_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(report_to_json(back), j);
+  EXPECT_TRUE(back.benchmarks[0].counters.empty());
+  ASSERT_EQ(back.benchmarks[1].counters.size(), 2u);
+  EXPECT_EQ(back.benchmarks[1].counters.at("TFLOP/s").samples, (std::vector<double>{0.0235, 0.0226, 0.0244}));
+  EXPECT_DOUBLE_EQ(back.benchmarks[1].counters.at("MFU").median, 0.25);
+  // A report written before counters were kept: its benchmarks have no "counters" field.
+  nlohmann::json old = report_to_json(sample_report());
+  old["benchmarks"][0].erase("counters");
+  old.erase("sha256");
+  EXPECT_TRUE(report_from_json(old).benchmarks[0].counters.empty());
+  // Counters that are not an object of {samples, median}: a format error, not a crash.
+  nlohmann::json bad = j;
+  bad.erase("sha256");
+  bad["benchmarks"][1]["counters"] = {1, 2};
+  EXPECT_THROW(report_from_json(bad), ReportFormatError);
+  bad["benchmarks"][1]["counters"] = {{"MFU", {{"median", 0.25}}}};
+  EXPECT_THROW(report_from_json(bad), ReportFormatError);
+}
+
 TEST(ReportJson, ASubjectsCellKeepsItsRoleAndTheSummaryCountsRolesApart) {
   Report r = sample_report();
   Cell mine = r.cells[0];
