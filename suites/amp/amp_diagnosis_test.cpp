@@ -1,7 +1,9 @@
 // amp's underflow and parity promises on recipes registered only here: a correct recipe whose
 // scaled fp16 loss overflows at the initial scale passes underflow (the skip recorded as what it
 // is), and a broken resume or an unreproducible run is named as the precondition parity needs, not
-// as a precision failure.
+// as a precision failure. amp_procedure_speed on two recipes that apply mixed precision
+// differently from the reference: autocast around the forward only (the loss outside), and the
+// model cast to the lower precision around each step with fp32 master weights.
 #include <gtest/gtest.h>
 
 #include "harness/contract/registry.h"
@@ -9,6 +11,7 @@
 #include "suites/tests/test_recipes.h"
 #include "reference/autocast.h"
 #include "reference/reference_run.h"
+#include "reference/grad_scaler.h"
 
 namespace tc {
 namespace {
@@ -65,6 +68,158 @@ TEST(AmpParityMisattribution, ABrokenResumeOrSeedIsNamedAsThePreconditionNotAPre
     EXPECT_EQ(promise_status(c, "parity").find("broken"), std::string::npos) << c.evidence;
     std::cout << k.recipe << ": " << c.evidence << "\n";
   }
+}
+
+// --- amp_procedure_speed on recipes written differently from the reference ---------------------
+
+// Correct, written differently: `with torch.autocast(...): logits = model(x)`, then
+// `loss = F.cross_entropy(logits.float(), y)` outside the region (the loss in fp32, as CPU autocast
+// computes it anyway), on the recipe's own model and on the check's transformer workload alike.
+class AutocastAroundTheForwardOnly : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    if (!amp_on()) return ReferenceRun::forward_loss(x, y);
+    at::Tensor logits;
+    {
+      ref::AutocastGuard autocast(options_.device.type(), amp_.dtype);
+      logits = model_->forward(x);
+    }
+    const at::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat), y);
+    return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+  }
+  // The workload's forward carries the autocast region; the loss is computed outside it.
+  at::Tensor amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x) override {
+    return loss_of(x);
+  }
+
+ public:
+  std::function<double()> amp_step_on(const AmpWorkload& workload) override {
+    if (!amp_on()) return ReferenceRun::amp_step_on(workload);
+    AmpWorkload mine = workload;
+    const c10::DeviceType device = options_.device.type();
+    const c10::ScalarType dtype = amp_.dtype;
+    mine.forward = [forward = workload.forward, device, dtype](const at::Tensor& x) {
+      at::Tensor logits;
+      {
+        ref::AutocastGuard autocast(device, dtype);
+        logits = forward(x);
+      }
+      return logits.to(torch::kFloat);
+    };
+    return ReferenceRun::amp_step_on(mine);
+  }
+};
+
+// Casts every floating-point parameter and buffer of `model` to `dtype` (what Python's
+// `model.to(torch.bfloat16)` does: integer buffers such as BatchNorm's num_batches_tracked stay as
+// they are; LibTorch's Module::to(dtype) would cast those too) and returns the parameters' fp32
+// tensors it replaced: the master weights.
+std::vector<at::Tensor> cast_keeping_masters(torch::nn::Module& model, c10::ScalarType dtype) {
+  std::vector<at::Tensor> masters;
+  for (at::Tensor& p : model.parameters()) {
+    masters.push_back(p.data());
+    p.set_data(p.data().to(dtype));
+  }
+  for (at::Tensor& b : model.buffers()) {
+    if (b.is_floating_point()) b.set_data(b.data().to(dtype));
+  }
+  return masters;
+}
+
+// After backward: each parameter gets its fp32 master back (`p.data = master`) and its gradient in
+// fp32 (`p.grad = p.grad.float()`); the floating-point buffers (BatchNorm's running statistics) go
+// back to fp32.
+void restore_masters(torch::nn::Module& model, const std::vector<at::Tensor>& masters) {
+  std::vector<at::Tensor> params = model.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor g = params[i].grad();
+    params[i].set_data(masters[i]);
+    if (g.defined()) params[i].mutable_grad() = g.to(torch::kFloat);
+  }
+  for (at::Tensor& b : model.buffers()) {
+    if (b.is_floating_point()) b.set_data(b.data().to(torch::kFloat));
+  }
+}
+
+// The issue's `weights_recast_every_step`: the reference's procedure (autocast, scaler, unscale_,
+// clip, step) with the model cast to the lower precision before each forward and its fp32 master
+// weights restored after backward, gradients cast to fp32. Numerically the reference's (the
+// matmuls ran on bf16 weights either way) but for the norm layers' weights, rounded once. Not
+// slower either: autocast itself casts every fp32 weight to bf16 on each forward (its cast cache is
+// cleared when the region exits), so this recipe replaces those casts rather than adding to them
+// (docs/amp.md has the measurements); amp_procedure_speed must hold, not flag it.
+class CastModelAroundEachStep : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    if (amp_on()) masters_ = cast_keeping_masters(*model_, amp_.dtype);
+    return ReferenceRun::forward_loss(x, y);
+  }
+  void optimisation_step(const at::Tensor& loss) override {
+    if (!amp_on()) return ReferenceRun::optimisation_step(loss);
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    scaler_->scale(loss).backward();
+    restore_masters(*model_, masters_);
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+
+ public:
+  std::function<double()> amp_step_on(const AmpWorkload& workload) override {
+    if (!amp_on()) return ReferenceRun::amp_step_on(workload);
+    const std::vector<at::Tensor> params = workload.model->parameters();
+    auto opt = std::make_shared<torch::optim::SGD>(
+        params, torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(config_.weight_decay));
+    std::shared_ptr<ref::GradScaler> scaler = make_grad_scaler();
+    const double clip = config_.clip_norm;
+    const c10::ScalarType dtype = amp_.dtype;
+    return [this, workload, params, opt, scaler, clip, dtype] {
+      opt->zero_grad(/*set_to_none=*/true);
+      const std::vector<at::Tensor> masters = cast_keeping_masters(*workload.model, dtype);
+      at::Tensor loss = amp_forward(
+          [&workload](const at::Tensor& in) {
+            return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
+          },
+          workload.input);
+      scaler->scale(loss).backward();
+      restore_masters(*workload.model, masters);
+      scaler->unscale_(*opt);
+      if (clip > 0) torch::nn::utils::clip_grad_norm_(params, clip);
+      scaler->step(*opt);
+      scaler->update();
+      return loss.item<double>();
+    };
+  }
+
+ private:
+  std::vector<at::Tensor> masters_;
+};
+
+std::string procedure_figures(const Cell& c) {
+  if (!c.metrics.contains("throughput_bf16")) return "(no throughput_bf16 metrics)";
+  const auto& m = c.metrics["throughput_bf16"]["procedure_ratio"];
+  return "procedure ratio " + m.dump();
+}
+
+TEST(AmpProcedureSpeed, AutocastAroundTheForwardOnlyPassesEveryPromise) {
+  const Cell c = run_one("amp", "autocast_forward_only",
+                         [] { return std::unique_ptr<tc::Run>(new AutocastAroundTheForwardOnly()); });
+  std::cout << c.evidence << "\n" << procedure_figures(c) << "\n";
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "amp_procedure_speed"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "engagement"), "held,held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "parity"), "held,held") << c.evidence;
+}
+
+TEST(AmpProcedureSpeed, CastingTheModelAroundEachStepWithFp32MastersIsCorrectAndNotSlower) {
+  const Cell c = run_one("amp", "cast_model_around_each_step",
+                         [] { return std::unique_ptr<tc::Run>(new CastModelAroundEachStep()); });
+  std::cout << c.evidence << "\n" << procedure_figures(c) << "\n";
+  EXPECT_EQ(promise_status(c, "engagement"), "held,held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "parity"), "held,held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "amp_procedure_speed"), "held") << c.evidence;
 }
 
 }  // namespace
