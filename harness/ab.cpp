@@ -1,6 +1,7 @@
 #include "harness/ab.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -28,7 +29,10 @@ int AbResult::count(AbStatus s) const {
       std::count_if(benchmarks.begin(), benchmarks.end(), [s](const AbBench& b) { return b.status == s; }));
 }
 
-double round_value(const BenchmarkRecord& r) { return r.samples.empty() ? r.median : stats::median(r.samples); }
+double round_value(const BenchmarkRecord& r, bool cpu_time) {
+  if (cpu_time) return r.cpu_samples.empty() ? std::numeric_limits<double>::quiet_NaN() : stats::median(r.cpu_samples);
+  return r.samples.empty() ? r.median : stats::median(r.samples);
+}
 
 void judge_ratios(AbBench& b, double level) {
   b.ratio = stats::median_interval(b.ratios, level);
@@ -115,7 +119,7 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       if (x) base_unit = x->unit;
       if (y) b.unit = y->unit;
       if (!x || !y) continue;
-      const double bv = round_value(*x), nv = round_value(*y);
+      const double bv = round_value(*x, o.cpu_time), nv = round_value(*y, o.cpu_time);
       if (!(bv > 0.0) || !(nv >= 0.0)) continue;  // no ratio of a zero or NaN base
       b.rounds.push_back(static_cast<int>(i));
       b.base.push_back(bv);
@@ -134,7 +138,8 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
     if (b.ratios.size() < rounds.size()) {
       std::ostringstream s;
       s << (b.note.empty() ? "" : "; ") << rounds.size() - b.ratios.size()
-        << " round(s) without a value on both sides left out";
+        << " round(s) without a value on both sides left out"
+        << (o.cpu_time ? " (a report without CPU times: a build older than cpu_samples)" : "");
       b.note += s.str();
     }
     result.benchmarks.push_back(std::move(b));

@@ -11,7 +11,7 @@
 //
 // Rules (also in docs/benchmarks-and-gating.md):
 //  - A round's value of a benchmark on one side is the median of that side's repetitions in the
-//    round. Benchmarks are paired by (name, device); a round that lacks one side of a benchmark
+//    round, in real time (default) or in the CPU time of the benchmark's thread (--time cpu). Benchmarks are paired by (name, device); a round that lacks one side of a benchmark
 //    (or has a non-positive base value) gives no ratio for it.
 //  - ratio = NEW / BASE per round. The verdict comes from the median of the ratios and its
 //    distribution-free interval (order statistics, harness/util/median_interval.h, 95% by
@@ -49,6 +49,12 @@ struct AbOptions {
   std::map<std::string, double> metric_thresholds;  // benchmark name -> fraction
   double level = 0.95;                              // coverage of the median's interval
   bool strict = false;                              // an inconclusive benchmark fails the gate
+  // Which time a round's value is taken from: false, real (wall-clock) time, Google Benchmark's
+  // real_time; true, the CPU time of the benchmark's thread (cpu_time). On a machine shared with
+  // other jobs, real time includes the waits for a core, CPU time mostly does not; CPU time does
+  // not see time spent waiting (I/O, a sleep, another thread's work), so it only fits benchmarks
+  // whose work runs on the thread that times it (docs/benchmarks-and-gating.md).
+  bool cpu_time = false;
 
   AbOptions& set_threshold(double t) { threshold = t; return *this; }
   AbOptions& metric_threshold(const std::string& name, double t) {
@@ -56,6 +62,7 @@ struct AbOptions {
     return *this;
   }
   AbOptions& set_strict(bool s) { strict = s; return *this; }
+  AbOptions& set_cpu_time(bool c) { cpu_time = c; return *this; }
 };
 
 // One round: which side ran first, the machine's 1-minute load average when it started, and the
@@ -119,9 +126,10 @@ struct AbRunInfo {
   std::vector<EnvChange> environment;    // BASE's environment against NEW's (first round)
 };
 
-// The value of one side in one round: the median of its repetitions (the record's median when it
-// carries no samples).
-double round_value(const BenchmarkRecord& r);
+// The value of one side in one round: the median of its repetitions' real time (the record's
+// median when it carries no samples), or, with cpu_time, of their CPU time (NaN when the record
+// has none: a report written before CPU time was kept).
+double round_value(const BenchmarkRecord& r, bool cpu_time = false);
 
 // The verdict on paired ratios (exposed for tests): fills b.ratio, b.status and b.note from
 // b.ratios, b.direction and b.threshold.

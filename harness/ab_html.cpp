@@ -4,6 +4,7 @@
 #include "harness/ab_report.h"
 #include "harness/html_parts.h"
 #include "harness/statistics.h"
+#include "harness/util/text_format.h"
 
 namespace tc {
 
@@ -12,17 +13,8 @@ using html::num;
 
 namespace {
 
-std::string ratio(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", v * 100.0);
-  return buf;
-}
+using fmt::pct;
+using fmt::ratio;
 
 std::string env_text(const std::vector<std::pair<std::string, std::string>>& env) {
   std::string s;
@@ -65,7 +57,8 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
     << (run.stopped_by_budget ? " (time budget spent)" : "") << ", order seed " << run.seed << ", " << num(run.wall_s)
     << " s. Each round runs <code>bench";
   for (const std::string& f : run.bench_flags) h << ' ' << escape(f);
-  h << "</code> of both builds in a random order; a round's ratio is NEW's median over BASE's. A benchmark "
+  h << "</code> of both builds in a random order; a round's ratio is NEW's median over BASE's ("
+    << (r.options.cpu_time ? "CPU time" : "real time") << "). A benchmark "
        "regressed when the "
     << pct(r.options.level) << " distribution-free interval of the median ratio lies wholly beyond its threshold ("
     << pct(r.options.threshold) << " unless set per benchmark) in the worse direction (larger for time-like units, "

@@ -37,7 +37,8 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
               {"threshold", r.options.threshold},
               {"metric_thresholds", thresholds},
               {"level", r.options.level},
-              {"strict", r.options.strict}};
+              {"strict", r.options.strict},
+              {"time", r.options.cpu_time ? "cpu" : "real"}};
   j["base"] = {{"arg", run.base_arg}, {"binary", run.base_binary}, {"env", env_json(run.base_env)}};
   j["new"] = {{"arg", run.next_arg}, {"binary", run.next_binary}, {"env", env_json(run.next_env)}};
   j["environment_changes"] = json::array();

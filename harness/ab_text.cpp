@@ -4,27 +4,14 @@
 
 #include "harness/ab_report.h"
 #include "harness/statistics.h"
+#include "harness/util/text_format.h"
 
 namespace tc {
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
-std::string ratio(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-
-std::string pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", v * 100.0);
-  return buf;
-}
+using fmt::num;
+using fmt::pct;
+using fmt::ratio;
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
@@ -62,7 +49,8 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
     s << "\n  load average (1 min) at the rounds' start: " << num(*std::min_element(loads.begin(), loads.end()))
       << " to " << num(*std::max_element(loads.begin(), loads.end())) << ", median " << num(stats::median(loads));
   }
-  s << "\n  rule: per round ratio NEW/BASE (each side's median of its repetitions); regression when the "
+  s << "\n  rule: per round ratio NEW/BASE (each side's median of its repetitions' "
+    << (r.options.cpu_time ? "CPU time" : "real time") << "); regression when the "
     << pct(r.options.level) << " interval of the median ratio lies wholly beyond the threshold (" << pct(r.options.threshold);
   for (const auto& [name, t] : r.options.metric_thresholds) s << "; " << name << ": " << pct(t);
   s << ") in the worse direction, unchanged when it lies within it, inconclusive otherwise"

@@ -32,6 +32,7 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
     }
     BenchmarkRecord& rec = out[it->second];
     rec.samples.push_back(run.GetAdjustedRealTime());
+    rec.cpu_samples.push_back(run.GetAdjustedCPUTime());
     // User counters as Google Benchmark reports them (rates already divided by the time).
     for (const auto& [counter, value] : run.counters) rec.counters[counter].samples.push_back(value.value);
   }

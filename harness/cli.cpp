@@ -299,8 +299,8 @@ int cmd_bench(int argc, char** argv) {
                    "--benchmark_repetitions=5) and writes\n  their per-repetition samples, median and cv "
                    "into reports/latest-bench.json, or merges them into the\n  report --json PATH "
                    "(replacing benchmarks of the same name and device).\n"
-                   "  Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N slows reference/train_step by N ms "
-                   "per step.\n\nGoogle Benchmark flags:\n";
+                   "  Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N adds N ms of CPU work to every "
+                   "reference/train_step step.\n\nGoogle Benchmark flags:\n";
       gargs.push_back("--help");
       continue;
     }
@@ -348,6 +348,7 @@ int cmd_bench(int argc, char** argv) {
 
 struct AbArgs {
   std::string base, next, json, html;
+  std::string time = "real";
   int rounds = 10;
   double time_budget_s = 0.0;
   uint64_t seed = 0;
@@ -362,7 +363,7 @@ struct AbArgs {
 // inconclusive benchmark); 2: bad input, a program that is not torchconform, a failing child run.
 int cmd_ab(const AbArgs& a, int argc, char** argv) {
   AbOptions options;
-  options.set_threshold(parse_percent(a.threshold)).set_strict(a.strict);
+  options.set_threshold(parse_percent(a.threshold)).set_strict(a.strict).set_cpu_time(a.time == "cpu");
   for (const std::string& m : a.metric_thresholds) {
     auto [name, t] = parse_metric_threshold(m);
     options.metric_threshold(name, t);
@@ -577,6 +578,12 @@ int cli_main(int argc, char** argv) {
                  "NAME=PCT: another threshold for one benchmark (repeatable)")
       ->allow_extra_args(false);
   ab->add_flag("--strict", aa.strict, "An inconclusive benchmark fails the gate (exit 1)");
+  ab->add_option("--time", aa.time,
+                 "real | cpu: a round's value from real (wall-clock) time, or from the CPU time of the benchmark's "
+                 "thread (steadier on a machine shared with other jobs; blind to waiting, so only for benchmarks "
+                 "whose work runs on the thread that times it, such as reference/train_step with its one LibTorch thread)")
+      ->check(CLI::IsMember({"real", "cpu"}))
+      ->capture_default_str();
   ab->add_option("--base-env", aa.base_env, "VAR=VALUE for BASE's runs only (repeatable)")
       ->allow_extra_args(false);
   ab->add_option("--new-env", aa.next_env,

@@ -7,6 +7,7 @@
 
 #include "harness/compare_text.h"
 #include "harness/html_parts.h"
+#include "harness/util/text_format.h"
 
 namespace tc {
 
@@ -14,11 +15,7 @@ using html::escape;
 using html::num;
 
 namespace {
-std::string pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", v * 100.0);
-  return buf;
-}
+std::string pct(double v) { return fmt::signed_pct(v); }
 }  // namespace
 
 std::string render_compare_html(const Comparison& c) {

@@ -1,4 +1,5 @@
 #include "harness/compare_text.h"
+#include "harness/util/text_format.h"
 
 #include <cctype>
 #include <cstdio>
@@ -8,26 +9,13 @@
 namespace tc {
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+using fmt::num;
+using fmt::num9;
 
-std::string pct(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", v * 100.0);
-  return buf;
-}
+std::string pct(double v) { return fmt::signed_pct(v); }
 
 std::string verdict_or(const std::optional<Verdict>& v, const char* none) {
   return v ? to_string(*v) : none;
-}
-
-std::string num9(double v) {  // enough digits to tell two float32 values apart
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 
 // Two values that print alike in decimal: their hex floats show the bits that differ.

@@ -63,6 +63,7 @@ Report report_from_google_benchmark(const json& j) {
   struct Acc {
     std::string unit;
     std::vector<double> samples;
+    std::vector<double> cpu_samples;
     std::map<std::string, BenchmarkCounter> counters;
   };
   std::vector<std::string> order;
@@ -84,6 +85,7 @@ Report report_from_google_benchmark(const json& j) {
       const std::string name = b.contains("run_name") ? b.at("run_name").get<std::string>()
                                                       : b.at("name").get<std::string>();
       push(name, b.value("time_unit", "ns"), b.at("real_time").get<double>());
+      if (b.contains("cpu_time")) acc[name].cpu_samples.push_back(b["cpu_time"].get<double>());
       // User counters are the entry's other numeric fields (Google Benchmark writes them beside its own).
       for (const auto& item : b.items()) {
         if (item.value().is_number() && !is_standard_field(item.key())) {
@@ -110,6 +112,7 @@ Report report_from_google_benchmark(const json& j) {
     BenchmarkRecord rec{name, "cpu", a.unit, a.samples, stats::median(a.samples),
                         stats::coefficient_of_variation(a.samples), a.counters};
     for (auto& [counter, c] : rec.counters) c.median = stats::median(c.samples);
+    if (a.cpu_samples.size() == a.samples.size()) rec.cpu_samples = a.cpu_samples;
     r.benchmarks.push_back(std::move(rec));
   }
   return r;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/statistics.h"
+#include "harness/util/text_format.h"
 
 namespace tc::html {
 
@@ -32,11 +33,7 @@ std::string escape(const std::string& s) { return escaped(s, true); }
 
 std::string escape_text(const std::string& s) { return escaped(s, false); }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
+std::string num(double v) { return fmt::num(v); }
 
 std::string page_begin(const std::string& title, const std::string& extra_css) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +

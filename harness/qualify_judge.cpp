@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "harness/statistics.h"
+#include "harness/util/text_format.h"
 
 namespace tc::qualify {
 
@@ -38,12 +39,7 @@ Deviation deviation(const std::vector<double>& values, size_t i, const Bounds& b
 
 namespace {
 
-std::string fmt(double v) {
-  std::ostringstream os;
-  os.precision(4);
-  os << v;
-  return os.str();
-}
+std::string fmt(double v) { return tc::fmt::num(v); }  // 4 significant digits
 
 }  // namespace
 

@@ -5,17 +5,14 @@
 
 #include "harness/html_parts.h"
 #include "harness/qualify.h"
+#include "harness/util/text_format.h"
 
 namespace tc::qualify {
 namespace {
 
 using nlohmann::json;
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << std::setprecision(4) << v;
-  return os.str();
-}
+using fmt::num;  // 4 significant digits
 
 std::string pct(double f) { return num(100.0 * f) + "%"; }
 

@@ -54,6 +54,7 @@ json report_to_json(const Report& r) {
       for (const auto& [name, c] : b.counters) counters[name] = {{"samples", c.samples}, {"median", c.median}};
       entry["counters"] = counters;
     }
+    if (!b.cpu_samples.empty()) entry["cpu_samples"] = b.cpu_samples;
     benchmarks.push_back(std::move(entry));
   }
   Summary s = summarize(r.cells);
@@ -128,6 +129,14 @@ Report report_from_json(const json& j) {
           c.samples = item.value().at("samples").get<std::vector<double>>();
           c.median = item.value().at("median").get<double>();
           rec.counters.emplace(item.key(), std::move(c));
+        }
+      }
+      if (b.contains("cpu_samples")) {  // absent in reports written before CPU time was kept
+        rec.cpu_samples = b["cpu_samples"].get<std::vector<double>>();
+        if (rec.cpu_samples.size() != rec.samples.size()) {
+          throw ReportFormatError("malformed torchconform report: benchmark '" + rec.name + "' has " +
+                                  std::to_string(rec.samples.size()) + " samples but " +
+                                  std::to_string(rec.cpu_samples.size()) + " cpu_samples");
         }
       }
       r.benchmarks.push_back(std::move(rec));

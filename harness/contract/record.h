@@ -61,10 +61,13 @@ struct BenchmarkRecord {
   std::string name;
   std::string device;
   std::string unit;
-  std::vector<double> samples;
+  std::vector<double> samples;      // real (wall-clock) time per repetition, in `unit`
   double median = 0.0;
   double cv = 0.0;
   std::map<std::string, BenchmarkCounter> counters;  // counter name -> per repetition; empty if none
+  // CPU time of the benchmark's thread per repetition, in `unit`, in the order of samples (Google
+  // Benchmark's cpu_time); empty in reports written before it was kept.
+  std::vector<double> cpu_samples;  // counter name -> per repetition; empty if none
 };
 
 struct Summary {

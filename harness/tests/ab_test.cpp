@@ -1,6 +1,7 @@
 // `ab`'s verdict on paired per-round ratios, the pairing of the rounds' records, the rounds' order
 // and the reporters, on fixed records (no processes: harness/ab.h is pure).
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -134,6 +135,34 @@ TEST(AbCompare, ARoundsValueIsTheMedianOfItsRepetitions) {
   EXPECT_DOUBLE_EQ(round_value(rec("s", "ms", {3.0, 1.0, 2.0})), 2.0);
   BenchmarkRecord no_samples{"s", "cpu", "ms", {}, 4.5, 0.0};
   EXPECT_DOUBLE_EQ(round_value(no_samples), 4.5);
+}
+
+TEST(AbCompare, WithCpuTimeARoundsValueIsTheMedianOfItsCpuTimes) {
+  BenchmarkRecord r = rec("s", "ms", {9.0, 5.0, 7.0});
+  r.cpu_samples = {3.0, 2.0, 4.0};
+  EXPECT_DOUBLE_EQ(round_value(r, /*cpu_time=*/false), 7.0);
+  EXPECT_DOUBLE_EQ(round_value(r, /*cpu_time=*/true), 3.0);
+  EXPECT_TRUE(std::isnan(round_value(rec("s", "ms", {9.0}), /*cpu_time=*/true)));  // an older report
+
+  // Real time swings with the machine's other jobs (NEW happened to wait for a core more), CPU time
+  // shows NEW doing 10% more work in every round.
+  std::vector<AbRound> rounds = rounds_of(std::vector<double>(8, 2.0), std::vector<double>(8, 2.0));
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    rounds[i].base[0].samples = {4.0 + static_cast<double>(i % 3)};
+    rounds[i].next[0].samples = {4.0 + static_cast<double>((i + 1) % 3)};
+    rounds[i].base[0].cpu_samples = {2.0};
+    rounds[i].next[0].cpu_samples = {2.2};
+  }
+  const AbResult real = ab_compare(rounds, AbOptions{});
+  EXPECT_NE(real.benchmarks[0].status, AbStatus::kRegression);
+  const AbResult cpu = ab_compare(rounds, AbOptions{}.set_cpu_time(true));
+  EXPECT_NEAR(cpu.benchmarks[0].ratio.median, 1.1, 1e-12);
+  EXPECT_EQ(cpu.benchmarks[0].status, AbStatus::kRegression);
+  // Reports without CPU times (written by an older build): no pair, said why.
+  for (AbRound& x : rounds) x.base[0].cpu_samples.clear();
+  const AbResult old = ab_compare(rounds, AbOptions{}.set_cpu_time(true));
+  EXPECT_EQ(old.benchmarks[0].status, AbStatus::kInconclusive);
+  EXPECT_NE(old.benchmarks[0].note.find("without CPU times"), std::string::npos) << old.benchmarks[0].note;
 }
 
 TEST(AbCompare, PairsByNameAndDeviceAndLeavesOutRoundsMissingASide) {

@@ -68,6 +68,24 @@ TEST(Bench, ARecordWithoutUserCountersHasNone) {
   EXPECT_TRUE(recs[0].counters.empty());
 }
 
+TEST(Bench, RecordsKeepTheThreadsCpuTimePerRepetitionBesideTheRealTime) {
+  add("unit/cpu_time_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  const std::string g = gbench_name("unit/cpu_time_bench", "cpu");
+  std::vector<GRun> runs;
+  for (double cpu_ms : {1.5, 1.25, 1.75}) {
+    GRun r = make_run(g, GRun::RT_Iteration, 2.0);  // waited 0.5 ms or more per iteration for a core
+    r.cpu_accumulated_time = cpu_ms * 10 / 1e3;     // seconds over all 10 iterations
+    runs.push_back(r);
+  }
+  const std::vector<BenchmarkRecord> recs = records_from_runs(runs);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].samples, (std::vector<double>{2.0, 2.0, 2.0}));
+  ASSERT_EQ(recs[0].cpu_samples.size(), 3u);
+  EXPECT_NEAR(recs[0].cpu_samples[0], 1.5, 1e-12);
+  EXPECT_NEAR(recs[0].cpu_samples[1], 1.25, 1e-12);
+  EXPECT_NEAR(recs[0].cpu_samples[2], 1.75, 1e-12);
+}
+
 TEST(Bench, DuplicateRegistrationIsRefused) {
   add("unit/dup", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
   EXPECT_THROW(add("unit/dup", "cpu", [](benchmark::State&) {}), std::logic_error);

@@ -193,6 +193,7 @@ TEST(GoogleBenchmarkJson, UserCountersAreKeptPerRepetition) {
   EXPECT_EQ(b.counters.at("MFU").samples, (std::vector<double>{0.249, 0.251, 0.247}));
   EXPECT_DOUBLE_EQ(b.counters.at("MFU").median, 0.249);
   EXPECT_EQ(b.counters.at("TFLOP/s").samples.size(), 3u);
+  EXPECT_EQ(b.cpu_samples, (std::vector<double>{1490.0, 1490.0, 1490.0}));  // cpu_time per repetition
 }
 
 TEST(GoogleBenchmarkJson, SlowedSleepIsARegressionOfTheGate) {

@@ -86,6 +86,25 @@ TEST(ReportJson, BenchmarkCountersRoundTripAndAReportWithoutThemStillReads) {
   EXPECT_THROW(report_from_json(bad), ReportFormatError);
 }
 
+TEST(ReportJson, CpuSamplesRoundTripAreOptionalAndMustMatchTheSamples) {
+  Report r = sample_report();
+  r.benchmarks.push_back({"reference/train_step", "cpu", "ms", {5.0, 6.0, 5.5}, 5.5, 0.07});
+  r.benchmarks.back().cpu_samples = {2.5, 2.4, 2.6};
+  const nlohmann::json j = report_to_json(r);
+  EXPECT_FALSE(j["benchmarks"][0].contains("cpu_samples"));  // none kept: written as before
+  EXPECT_EQ(j["benchmarks"][1]["cpu_samples"][1], 2.4);
+  const Report back = report_from_json(nlohmann::json::parse(j.dump()));
+  EXPECT_EQ(report_to_json(back), j);
+  EXPECT_TRUE(back.benchmarks[0].cpu_samples.empty());
+  EXPECT_EQ(back.benchmarks[1].cpu_samples, (std::vector<double>{2.5, 2.4, 2.6}));
+  nlohmann::json bad = j;
+  bad.erase("sha256");
+  bad["benchmarks"][1]["cpu_samples"] = {2.5, 2.4};  // one repetition short
+  EXPECT_THROW(report_from_json(bad), ReportFormatError);
+  bad["benchmarks"][1]["cpu_samples"] = "2.5";
+  EXPECT_THROW(report_from_json(bad), ReportFormatError);
+}
+
 TEST(ReportJson, ASubjectsCellKeepsItsRoleAndTheSummaryCountsRolesApart) {
   Report r = sample_report();
   Cell mine = r.cells[0];

@@ -6,17 +6,20 @@
 // (seen here: 2 ms -> 200 ms while a compiler ran); one thread keeps the figure comparable
 // between runs. TORCHCONFORM_BENCH_THREADS=N measures with N threads instead.
 //
-// Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N sleeps N ms inside the timed region of every step;
-// N may have decimals (0.2: 200 us, a regression of a few percent of a step of a few ms; the sleep
-// lasts at least that long, longer by the kernel's timer slack and, on a busy machine, the wait for
-// a core). It exists only to demonstrate and test the regression gates (`bench` twice, once
-// slowed, then `compare`; `ab --new-env`); never set it in a real measurement.
+// Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N adds N ms of work to every step inside the timed
+// region: a busy loop until this thread has used N ms more CPU time, as a slower kernel would (it
+// shows in real time and in CPU time alike, and on a busy machine it waits for a core as the step
+// does). N may have decimals (0.2: 200 us, a regression of a few percent of a step of a few ms). It
+// exists only to demonstrate and test the regression gates (`bench` twice, once slowed, then
+// `compare`; `ab --new-env`); never set it in a real measurement.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
+
+#include <time.h>
 
 #include <ATen/Parallel.h>
 
@@ -39,6 +42,20 @@ long slowdown_us() {
   return end != v && ms > 0 && ms < 1e6 ? std::lround(ms * 1000.0) : 0;
 }
 
+// Busy-waits until the calling thread has used `us` more microseconds of CPU time.
+void burn_cpu_us(long us) {
+  auto now_us = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<long long>(t.tv_sec) * 1000000LL + t.tv_nsec / 1000;
+  };
+  const long long until = now_us() + us;
+  volatile unsigned sink = 0;
+  while (now_us() < until) {
+    for (int i = 0; i < 64; ++i) sink = sink + static_cast<unsigned>(i);
+  }
+}
+
 void train_step_cpu(benchmark::State& state) {
   const int threads_before = at::get_num_threads();
   at::set_num_threads(std::max(1, env_int("TORCHCONFORM_BENCH_THREADS", 1)));
@@ -49,7 +66,7 @@ void train_step_cpu(benchmark::State& state) {
   if (slow > 0) state.SetLabel(std::string("TORCHCONFORM_BENCH_SLOWDOWN_MS=") + std::getenv("TORCHCONFORM_BENCH_SLOWDOWN_MS"));
   for (auto _ : state) {
     benchmark::DoNotOptimize(run.train_step().loss);
-    if (slow > 0) std::this_thread::sleep_for(std::chrono::microseconds(slow));
+    if (slow > 0) burn_cpu_us(slow);
   }
   state.counters["threads"] = at::get_num_threads();
   at::set_num_threads(threads_before);

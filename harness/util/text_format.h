@@ -1,0 +1,19 @@
+// Number formatting the reporters share (console, HTML, JSON notes of compare, ab, qualify), so
+// that one figure reads the same in every output.
+#pragma once
+
+#include <string>
+
+namespace tc::fmt {
+
+// Up to 4 significant digits: "0.01234", "1.235e+06" (printf %.4g).
+std::string num(double v);
+// 9 significant digits: enough to tell any two float32 values apart (printf %.9g).
+std::string num9(double v);
+// A ratio with 3 decimals: "1.042" (printf %.3f).
+std::string ratio(double v);
+// A fraction as a percentage with 1 decimal: 0.0512 -> "5.1%"; signed: "+5.1%", "-3.0%".
+std::string pct(double fraction);
+std::string signed_pct(double fraction);
+
+}  // namespace tc::fmt
