@@ -523,6 +523,10 @@ int cli_main(int argc, char** argv) {
                   "this program, e.g. reproducibility's run in another process)");
   run->add_option("--json", ra.json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", ra.html_path, "Report HTML path ('' to skip)")->capture_default_str();
+  run->footer(
+      "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
+      "the processes it starts; recorded in the report). Exit 0 every cell as expected, 1 a cell missed, "
+      "false_alarm, fail or error, 77 every cell skipped, 2 bad usage or input.");
 
   std::string report_in, report_html;
   auto* report = app.add_subcommand("report", "Render a report JSON as HTML");
