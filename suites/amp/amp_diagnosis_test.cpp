@@ -70,6 +70,19 @@ TEST(AmpParityMisattribution, ABrokenResumeOrSeedIsNamedAsThePreconditionNotAPre
   }
 }
 
+// The amp cell fingerprints its first mixed-precision run (bf16 on the CPU) for `compare`: the
+// same build, seed and threads give the same fingerprint bit for bit.
+TEST(AmpFingerprint, TheMixedPrecisionRunIsFingerprintedTheSameTwice) {
+  const Cell a = run_one("amp", "reference");
+  const Cell b = run_one("amp", "reference");
+  ASSERT_TRUE(a.metrics.contains("fingerprint")) << a.metrics.dump().substr(0, 500);
+  const nlohmann::json& fa = a.metrics["fingerprint"];
+  EXPECT_EQ(fa["format"], "torchconform.fingerprint/1");
+  EXPECT_NE(fa["run"].get<std::string>().find("bf16 autocast run"), std::string::npos) << fa.dump();
+  EXPECT_FALSE(fa["loss_hex"].empty());
+  EXPECT_EQ(fa, b.metrics["fingerprint"]);
+}
+
 // --- amp_procedure_speed on recipes written differently from the reference ---------------------
 
 // Correct, written differently: `with torch.autocast(...): logits = model(x)`, then

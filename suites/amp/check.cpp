@@ -40,6 +40,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/amp_probe.h"
@@ -146,9 +147,18 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
     warm += steps;
   }
   const at::Tensor pa = flat(a.run->parameters(), false);
+  const std::string d = name(dtype);
+  // What this environment computed in mixed precision, for `compare` (the first dtype's run: bf16
+  // on the CPU, fp16 on CUDA): the steps compared, from where they started.
+  if (!m.contains("fingerprint")) {
+    m["fingerprint"] = training_fingerprint(
+        d + " autocast run: " + std::to_string(steps) + " steps" +
+            (scaled ? " after " + std::to_string(warm) + " that let the scaler calibrate" : "") + " (seed " +
+            std::to_string(ctx.seed) + ")",
+        la, a.run->parameters());
+  }
   // One run after the other, never interleaved: both draw dropout masks from the global generator.
   a.run.reset();
-  const std::string d = name(dtype);
   // The precondition: the fp32 run starts where the mixed-precision run did by the recipe's own
   // means (with a scaler: its checkpoint; without: a fresh set-up with the same seed), so a second
   // mixed-precision run started the same way must repeat the first bitwise (the same code twice).
