@@ -42,8 +42,8 @@ gtest_discover_tests(tc_reference_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT
 
 # The suites linked in with every registration: teeth of the checks themselves, and checks run on
 # correct recipes written otherwise than the reference. Its main is also the command line (a check's
-# fresh process starts the binary it runs in again: suites/suite_tests_main.cpp).
-add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_tests_main.cpp
+# fresh process starts the binary it runs in again: suites/suite_binary_main.cpp).
+add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
   suites/eval_mode/correct_recipes_test.cpp
   suites/init/correct_recipes_test.cpp
   suites/reproducibility/correct_recipes_test.cpp)

@@ -1,7 +1,7 @@
 // Recipes the suite's tests write: correct ones done differently from the reference (a check must
 // pass them). Kept out of the global registry, where every check would give them a cell, and added
 // to a test's own registry with add_test_recipes(); tc_suite_tests run as a command line
-// (suites/suite_tests_main.cpp) adds them to the global one, so that a check's fresh process
+// (suites/suite_binary_main.cpp) adds them to the global one, so that a check's fresh process
 // (CheckContext::in_fresh_process starts this binary again) finds the recipe under test.
 #pragma once
 
