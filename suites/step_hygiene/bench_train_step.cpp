@@ -13,11 +13,9 @@
 // exists only to demonstrate and test the regression gates (`bench` twice, once slowed, then
 // `compare`; `ab --new-env`); never set it in a real measurement.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include <time.h>
 
