@@ -19,6 +19,7 @@ gtest_discover_tests(tc_util_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
 
 add_executable(tc_harness_tests
   harness/tests/ab_test.cpp
+  harness/tests/ab_turns_test.cpp
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
   harness/tests/compare_numerics_test.cpp
@@ -28,7 +29,7 @@ add_executable(tc_harness_tests
   harness/tests/runner_test.cpp
   harness/tests/statistics_test.cpp
   harness/tests/trend_test.cpp)
-target_link_libraries(tc_harness_tests PRIVATE tc_harness GTest::gtest_main)
+target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli GTest::gtest_main)
 target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
                                                    TC_BINARY_DIR="${CMAKE_BINARY_DIR}")
 tc_torch_link_fixups(tc_harness_tests)
@@ -171,28 +172,45 @@ tc_cli_test(ab_missing_binary 2 "'[^']*nope' does not exist" ab ${TC_TEST_OUT}/n
 tc_cli_test(ab_directory_without_binary 2 "the directory '[^']*' holds no torchconform binary" ab ${TC_EXE}
             ${TC_TEST_OUT})
 tc_cli_test(ab_not_torchconform 2 "NEW '[^']*' is not a torchconform binary" ab ${TC_EXE} ${CMAKE_COMMAND})
-tc_cli_test(ab_child_run_fails 2 "round 1: (BASE|NEW) .* bench failed .exit 2.*unrecognized command-line flag"
+tc_cli_test(ab_child_run_fails 2 "calibration: BASE .* bench failed .exit 2.*unrecognized command-line flag"
             ab ${TC_EXE} ${TC_EXE} --rounds 1 -- --benchmark_bogus=1)
+tc_cli_test(ab_child_run_fails_pairing_run 2 "round 1: (BASE|NEW) .* bench failed .exit 2.*unrecognized command-line flag"
+            ab ${TC_EXE} ${TC_EXE} --pairing run --rounds 1 -- --benchmark_bogus=1)
+tc_cli_test(ab_bad_pairing 2 "--pairing: sideways not in" ab ${TC_EXE} ${TC_EXE} --pairing sideways)
+tc_cli_test(bench_bad_iterations 2 "--iterations needs a whole number of at least 1, not '0'" bench --iterations 0)
+tc_cli_test(bench_turns_without_ab 2 "--ab-turns [^ ]*no-such-dir: cannot open its pipes" bench
+            --ab-turns ${TC_TEST_OUT}/no-such-dir --benchmark_filter=reference/train_step)
 tc_cli_test(ab_nothing_matched 2 "bench failed .exit 2.*no benchmark matched" ab ${TC_EXE} ${TC_EXE} --rounds 1
             -- --benchmark_filter=no_such_benchmark)
 tc_cli_test(ab_bad_env 2 "'NOEQUALS' is not VAR=VALUE" ab ${TC_EXE} ${TC_EXE} --new-env NOEQUALS)
 tc_cli_test(ab_bad_threshold 2 "not a percentage" ab ${TC_EXE} ${TC_EXE} --threshold lots)
 tc_cli_test(ab_no_rounds 2 "--rounds must be at least 1" ab ${TC_EXE} ${TC_EXE} --rounds 0)
-# Two short real runs (about 20 s each; label bench: they measure). The binary against itself: no
+# Short real runs (label bench: they measure), in both pairings: the binary against itself: no
 # regression (seed 3 gives 3 rounds of each order, so not even a first-or-second effect can make
 # every ratio worse). NEW slowed by the test hook by 3 ms a step (the step takes a few ms): caught.
-tc_cli_test(ab_same_binary_passes 0 "reference/train_step .*ab gate: PASS" ab ${TC_EXE} ${TC_EXE} --rounds 6
+# Repetition pairing (the default): the two builds take turns within one bench each (about 10 s).
+tc_cli_test(ab_same_binary_passes 0
+            "pairing repetition: each round is one repetition of each build, the two running side by side and taking turns.*reference/train_step .*ab gate: PASS"
+            ab ${TC_EXE} ${TC_EXE} --rounds 6
             --seed 3 --json ${TC_TEST_OUT}/ab-same.json --html ${TC_TEST_OUT}/ab-same.html
-            -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
+            -- --benchmark_filter=reference/train_step --benchmark_min_time=0.05)
 tc_cli_test(ab_slowed_new_is_a_regression 1 "reference/train_step .*REGRESSION.*ab gate: FAIL" ab ${TC_EXE}
             ${TC_EXE} --rounds 6 --seed 3 --new-env TORCHCONFORM_BENCH_SLOWDOWN_MS=3
+            -- --benchmark_filter=reference/train_step --benchmark_min_time=0.05)
+# Run pairing: a round is a bench process of each (about 20 s each).
+tc_cli_test(ab_same_binary_passes_pairing_run 0 "pairing run: each round is a `bench [^`]*` of each build.*ab gate: PASS"
+            ab ${TC_EXE} ${TC_EXE} --pairing run --rounds 6 --seed 3
+            -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
+tc_cli_test(ab_slowed_new_is_a_regression_pairing_run 1 "reference/train_step .*REGRESSION.*ab gate: FAIL" ab
+            ${TC_EXE} ${TC_EXE} --pairing run --rounds 6 --seed 3 --new-env TORCHCONFORM_BENCH_SLOWDOWN_MS=3
             -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
 # A time budget spent after the first round: no second round starts, and it says so (one pair is
 # too few for an interval: inconclusive, which passes).
 tc_cli_test(ab_time_budget_stops_rounds 0 "rounds: 1 of 50 .time budget spent.*inconclusive.*ab gate: PASS" ab
             ${TC_EXE} ${TC_EXE} --rounds 50 --time-budget 0.5
             -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
-set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression cli.ab_time_budget_stops_rounds PROPERTIES
+set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression cli.ab_time_budget_stops_rounds
+                     cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_a_regression_pairing_run PROPERTIES
                      LABELS "bench;unit" TIMEOUT 300 ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
 
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------

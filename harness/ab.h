@@ -4,14 +4,16 @@
 //
 // Why paired: `compare` tests the samples of two runs made at different times, so a shift of the
 // whole machine between the runs (another job starting) reads as a change of the code. `ab` runs
-// BASE and NEW in rounds, each round a short benchmark run of each in a random order, and judges
-// the per-round ratio NEW/BASE: a shift that lasts longer than a round hits both sides of that
-// round alike and cancels in the ratio; a random order keeps a drift inside a round from favouring
-// one side.
+// BASE and NEW in rounds, each round one measurement of each in a random order (one repetition
+// of each, the two builds taking turns side by side; or, pairing runs, a short benchmark process
+// of each: harness/ab_run.h), and judges the per-round ratio NEW/BASE: a shift that lasts longer
+// than a round hits both sides of that round alike and cancels in the ratio; a random order keeps
+// a drift inside a round from favouring one side.
 //
 // Rules (also in docs/benchmarks-and-gating.md):
 //  - A round's value of a benchmark on one side is the median of that side's repetitions in the
-//    round, in real time (default) or in the CPU time of the benchmark's thread (--time cpu). Benchmarks are paired by (name, device); a round that lacks one side of a benchmark
+//    round (one when pairing repetitions), in real time (default) or in the CPU time of the
+//    benchmark's thread (--time cpu). Benchmarks are paired by (name, device); a round that lacks one side of a benchmark
 //    (or has a non-positive base value) gives no ratio for it.
 //  - ratio = NEW / BASE per round. The verdict comes from the median of the ratios and its
 //    distribution-free interval (order statistics, harness/util/median_interval.h, 95% by
@@ -118,7 +120,10 @@ struct AbRunInfo {
   std::string base_arg, next_arg;        // BASE and NEW as given
   std::string base_binary, next_binary;  // resolved
   std::vector<std::pair<std::string, std::string>> base_env, next_env;
-  std::vector<std::string> bench_flags;  // what each child's bench got
+  std::string pairing = "repetition";    // "repetition" (turns within one bench each) or "run"
+  std::vector<std::string> bench_flags;  // run: what each round's bench got; repetition: as given after --
+  std::vector<std::string> turn_flags;   // repetition: what each side's bench got besides ab's own
+  std::vector<std::pair<std::string, long long>> iterations;  // repetition: per benchmark run, of one repetition
   uint64_t seed = 0;
   int planned_rounds = 0;
   bool stopped_by_budget = false;

@@ -25,6 +25,8 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
   json j;
   j["schema"] = kAbSchema;
   j["tool"] = run.tool;
+  json iterations = json::object();
+  for (const auto& [name, n] : run.iterations) iterations[name] = n;
   j["run"] = {{"started_at", run.started_at},
               {"ended_at", run.ended_at},
               {"argv", run.argv},
@@ -33,7 +35,10 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
               {"rounds", r.rounds},
               {"stopped_by_budget", run.stopped_by_budget},
               {"wall_s", run.wall_s},
+              {"pairing", run.pairing},
               {"bench_flags", run.bench_flags},
+              {"turn_flags", run.turn_flags},
+              {"iterations", iterations},
               {"threshold", r.options.threshold},
               {"metric_thresholds", thresholds},
               {"level", r.options.level},

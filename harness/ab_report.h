@@ -15,6 +15,9 @@ namespace tc {
 inline constexpr const char* kAbSchema = "torchconform.ab/1";
 
 std::string render_ab_text(const AbRunInfo& run, const AbResult& r);
+// What a round is, in words (the same in text and HTML), e.g. "one repetition of each build, taking
+// turns in one `bench --iterations 19 ...` each" or "a `bench --benchmark_repetitions=3 ...` of each build".
+std::string ab_round_description(const AbRunInfo& run);
 // The one-line gate verdict, e.g. "ab gate: FAIL (1 regressed, 0 inconclusive, 2 unchanged, 0 improved)".
 std::string ab_gate_line(const AbResult& r);
 nlohmann::json ab_to_json(const AbRunInfo& run, const AbResult& r);

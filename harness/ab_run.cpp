@@ -3,12 +3,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <initializer_list>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
+#include "harness/ab_turns.h"
 #include "harness/launch.h"
 #include "harness/report_json.h"
 #include "harness/scratch.h"
@@ -166,6 +171,260 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
     if (on_round) on_round(rl, round, spec.rounds);
     log.round_logs.push_back(rl);
     log.rounds.push_back(std::move(round));
+  }
+  log.wall_s = elapsed();
+  return log;
+}
+
+}  // namespace tc
+
+namespace tc {
+namespace {
+
+bool flag_named(const std::string& f, const char* name) {
+  const size_t n = std::strlen(name);
+  return f.compare(0, n, name) == 0 && (f.size() == n || f[n] == '=');
+}
+
+// The user's bench flags without those ab sets itself in repetition pairing.
+std::vector<std::string> flags_without(const std::vector<std::string>& given, std::initializer_list<const char*> names) {
+  std::vector<std::string> out;
+  for (const std::string& f : given) {
+    bool drop = false;
+    for (const char* n : names) drop = drop || flag_named(f, n);
+    if (!drop) out.push_back(f);
+  }
+  return out;
+}
+
+std::string flag_value(const std::vector<std::string>& given, const char* name, const std::string& fallback) {
+  std::string v = fallback;
+  for (const std::string& f : given) {
+    if (flag_named(f, name) && f.size() > std::strlen(name)) v = f.substr(std::strlen(name) + 1);
+  }
+  return v;
+}
+
+struct Calibration {
+  std::vector<std::pair<std::string, long long>> runs;  // run name -> iterations, in run order
+  Report report;
+};
+
+// One repetition of every benchmark the flags select, with Google Benchmark's own JSON beside the
+// report for the iteration counts.
+Calibration calibrate(const AbSide& side, const std::vector<std::string>& user_flags, const Scratch& scratch,
+                      std::chrono::seconds timeout) {
+  const std::string stem = scratch.file(std::string("calibration-") + (side.label == "BASE" ? "base" : "new"));
+  std::vector<std::string> argv{side.binary, "bench", "--json", stem + ".json"};
+  for (const std::string& f : flags_without(user_flags, {"--benchmark_repetitions", "--benchmark_min_time",
+                                                         "--benchmark_out", "--benchmark_out_format"})) {
+    argv.push_back(f);
+  }
+  argv.push_back("--benchmark_repetitions=1");
+  argv.push_back("--benchmark_min_time=" + flag_value(user_flags, "--benchmark_min_time", "0.1"));
+  argv.push_back("--benchmark_out=" + stem + ".gbench.json");
+  argv.push_back("--benchmark_out_format=json");
+  const std::string what = "calibration: " + side.label + " '" + side.arg + "' bench";
+  launch(side, argv, stem + ".log", timeout, what);
+  Calibration c;
+  try {
+    c.report = read_report_file(stem + ".json");
+    const nlohmann::json g = read_json_file(stem + ".gbench.json");
+    for (const nlohmann::json& b : g.at("benchmarks")) {
+      if (b.value("run_type", "") != "iteration" || b.value("error_occurred", false)) continue;
+      c.runs.emplace_back(b.at("run_name").get<std::string>(), b.at("iterations").get<long long>());
+    }
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
+                             dist_launch::tail_of(stem + ".log", 2000));
+  }
+  if (c.runs.empty()) {
+    throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" + dist_launch::tail_of(stem + ".log", 2000));
+  }
+  return c;
+}
+
+// A record holding only repetition `i` of `r`.
+BenchmarkRecord one_repetition(const BenchmarkRecord& r, size_t i) {
+  BenchmarkRecord one;
+  one.name = r.name;
+  one.device = r.device;
+  one.unit = r.unit;
+  one.samples = {r.samples[i]};
+  if (i < r.cpu_samples.size()) one.cpu_samples = {r.cpu_samples[i]};
+  one.median = r.samples[i];
+  one.cv = 0.0;
+  return one;
+}
+
+}  // namespace
+
+std::string exact_filter(const std::string& run_name) {
+  auto escape = [](const std::string& text) {
+    std::string out;
+    for (const char c : text) {
+      if (std::strchr("\\^$.|?*+()[]{}", c) != nullptr) out += '\\';
+      out += c;
+    }
+    return out;
+  };
+  // Google Benchmark's run name is function/args/min_time:/iterations:/repeats:/time type/threads:;
+  // --iterations adds (or changes) the iterations part, so the filter lets it be there or not.
+  std::vector<std::string> parts;
+  std::stringstream ss(run_name);
+  for (std::string p; std::getline(ss, p, '/');) parts.push_back(p);
+  auto is_suffix = [](const std::string& p) {
+    for (const char* t : {"min_time:", "min_warmup_time:", "iterations:", "repeats:", "real_time", "manual_time",
+                          "process_time", "threads:"}) {
+      if (p.rfind(t, 0) == 0) return true;
+    }
+    return false;
+  };
+  size_t i = 1;
+  while (i < parts.size() && !is_suffix(parts[i])) ++i;
+  std::string head, tail;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (k < i) {
+      head += (k ? "/" : "") + parts[k];
+    } else if (parts[k].rfind("iterations:", 0) != 0) {
+      tail += "/" + parts[k];
+    }
+  }
+  return "^" + escape(head) + "(/iterations:[0-9]+)?" + escape(tail) + "$";
+}
+
+AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(const std::string&)>& progress) {
+  Scratch scratch("torchconform-ab-");
+  const std::vector<bool> orders = ab_orders(spec.seed, spec.rounds);
+  AbRunLog log;
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+
+  progress("calibrating: one repetition of each build's benchmarks (which ones, and how many iterations)");
+  Calibration cal_base = calibrate(spec.base, spec.bench_flags, scratch, spec.child_timeout);
+  Calibration cal_next = calibrate(spec.next, spec.bench_flags, scratch, spec.child_timeout);
+  log.base_environment = cal_base.report.environment;
+  log.next_environment = cal_next.report.environment;
+
+  log.turn_flags = flags_without(spec.bench_flags, {"--benchmark_repetitions", "--benchmark_min_time",
+                                                   "--benchmark_filter", "--benchmark_out", "--benchmark_out_format"});
+  log.rounds.resize(static_cast<size_t>(spec.rounds));
+  log.round_logs.resize(static_cast<size_t>(spec.rounds));
+  for (int j = 0; j < spec.rounds; ++j) {
+    log.rounds[static_cast<size_t>(j)].base_first = log.round_logs[static_cast<size_t>(j)].base_first =
+        orders[static_cast<size_t>(j)];
+    log.round_logs[static_cast<size_t>(j)].index = j;
+  }
+  std::vector<bool> load_taken(static_cast<size_t>(spec.rounds), false);
+  int most_pairs = 0;
+  std::vector<std::pair<std::string, std::string>> paired;  // (name, device) of what was paired
+
+  for (const auto& [run_name, iterations] : cal_base.runs) {
+    const bool in_new = std::any_of(cal_next.runs.begin(), cal_next.runs.end(),
+                                    [&](const auto& r) { return r.first == run_name; });
+    if (!in_new) continue;
+    if (spec.time_budget_s > 0 && most_pairs > 0 && elapsed() >= spec.time_budget_s) {
+      log.stopped_by_budget = true;  // no benchmark starts once the budget is spent
+      break;
+    }
+    log.iterations.emplace_back(run_name, iterations);
+    progress(run_name + ": " + std::to_string(spec.rounds) + " pairs of repetitions of " + std::to_string(iterations) +
+             " iteration(s), BASE and NEW taking turns");
+    const size_t k = log.iterations.size();
+    struct Side {
+      const AbSide* side;
+      std::string dir, stem;
+      std::unique_ptr<TurnGiver> turns;
+      std::unique_ptr<dist_launch::Process> process;
+    } sides[2];
+    for (int s = 0; s < 2; ++s) {
+      Side& x = sides[s];
+      x.side = s == 0 ? &spec.base : &spec.next;
+      x.dir = scratch.file("turns" + std::to_string(k) + (s == 0 ? "-base" : "-new"));
+      x.stem = scratch.file("bench" + std::to_string(k) + (s == 0 ? "-base" : "-new"));
+      if (mkdir(x.dir.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dir);
+      x.turns = std::make_unique<TurnGiver>(x.dir);
+      std::vector<std::string> argv{x.side->binary, "bench", "--json", x.stem + ".json", "--ab-turns", x.dir,
+                                    "--iterations", std::to_string(iterations),
+                                    "--benchmark_filter=" + exact_filter(run_name),
+                                    "--benchmark_repetitions=" + std::to_string(spec.rounds)};
+      argv.insert(argv.end(), log.turn_flags.begin(), log.turn_flags.end());
+      dist_launch::Spec ls;
+      ls.argv = std::move(argv);
+      ls.env = x.side->env;
+      ls.log_path = x.stem + ".log";
+      ls.timeout = spec.child_timeout;
+      x.process = std::make_unique<dist_launch::Process>(ls);
+    }
+    auto what = [&](const Side& x) { return x.side->label + " '" + x.side->arg + "' bench of " + run_name; };
+    int pairs = 0;
+    try {
+      for (int j = 0; j < spec.rounds; ++j) {
+        if (spec.time_budget_s > 0 && j > 0 && elapsed() >= spec.time_budget_s) {
+          log.stopped_by_budget = true;
+          for (Side& x : sides) x.turns->stop();
+          break;
+        }
+        if (!load_taken[static_cast<size_t>(j)]) {
+          log.rounds[static_cast<size_t>(j)].load1 = log.round_logs[static_cast<size_t>(j)].load1 = load_average_1min();
+          load_taken[static_cast<size_t>(j)] = true;
+        }
+        const bool base_first = orders[static_cast<size_t>(j)];
+        for (int t = 0; t < 2; ++t) {
+          Side& x = sides[(t == 0) == base_first ? 0 : 1];
+          x.turns->give_turn([&x] { return !x.process->finished(); }, spec.child_timeout, what(x));
+        }
+        ++pairs;
+        if ((j + 1) % 10 == 0 && j + 1 < spec.rounds) {
+          progress(run_name + ": " + std::to_string(j + 1) + "/" + std::to_string(spec.rounds) + " pairs");
+        }
+      }
+    } catch (const std::runtime_error& e) {
+      std::string tails;
+      for (const Side& x : sides) {
+        tails += "\n" + x.side->label + "'s output ended with:\n" + dist_launch::tail_of(x.stem + ".log", 1500);
+      }
+      throw std::runtime_error(std::string(e.what()) + tails);
+    }
+    most_pairs = std::max(most_pairs, pairs);
+    for (int s = 0; s < 2; ++s) {
+      Side& x = sides[s];
+      const dist_launch::Result r = x.process->wait();
+      if (r.timed_out || r.exit_code != 0) {
+        throw std::runtime_error(what(x) + (r.timed_out ? " did not finish in time" : " failed (exit " +
+                                 std::to_string(r.exit_code) + ")") + "; its output ended with:\n" +
+                                 dist_launch::tail_of(x.stem + ".log", 2000));
+      }
+      Report rep;
+      try {
+        rep = read_report_file(x.stem + ".json");
+      } catch (const std::exception& e) {
+        throw std::runtime_error(what(x) + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
+                                 dist_launch::tail_of(x.stem + ".log", 2000));
+      }
+      for (const BenchmarkRecord& b : rep.benchmarks) {
+        if (s == 0) paired.emplace_back(b.name, b.device);
+        for (size_t i = 0; i < b.samples.size() && i < static_cast<size_t>(pairs); ++i) {
+          AbRound& round = log.rounds[i];
+          (s == 0 ? round.base : round.next).push_back(one_repetition(b, i));
+        }
+      }
+    }
+  }
+  // What only one side has: its calibration record, so that the verdict says base_only / new_only.
+  for (int s = 0; s < 2; ++s) {
+    for (const BenchmarkRecord& b : (s == 0 ? cal_base : cal_next).report.benchmarks) {
+      const bool done = std::any_of(paired.begin(), paired.end(),
+                                    [&](const auto& p) { return p.first == b.name && p.second == b.device; });
+      const bool other_has = std::any_of((s == 0 ? cal_next : cal_base).report.benchmarks.begin(),
+                                         (s == 0 ? cal_next : cal_base).report.benchmarks.end(),
+                                         [&](const BenchmarkRecord& o) { return o.name == b.name && o.device == b.device; });
+      if (!done && !other_has && !log.rounds.empty()) (s == 0 ? log.rounds[0].base : log.rounds[0].next).push_back(b);
+    }
+  }
+  if (most_pairs < spec.rounds) {
+    log.rounds.resize(static_cast<size_t>(std::max(most_pairs, 1)));
+    log.round_logs.resize(log.rounds.size());
   }
   log.wall_s = elapsed();
   return log;

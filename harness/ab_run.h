@@ -1,7 +1,15 @@
-// `torchconform ab`: launching the two builds (part of the command line, tc_cli). Each round runs
-// `<binary> bench --json <scratch file> <bench flags>` of BASE and of NEW, one after the other in
-// the round's order, through dist_launch::run (its own process group, a deadline, output to a log);
-// the reports they write become the round's records for ab_compare() (harness/ab.h).
+// `torchconform ab`: launching the two builds (part of the command line, tc_cli), in one of two
+// pairings:
+//  - run: each round runs `<binary> bench --json <scratch file> <bench flags>` of BASE and of NEW,
+//    one after the other in the round's order, through dist_launch::run (its own process group, a
+//    deadline, output to a log); the reports they write become the round's records.
+//  - repetition (the default): first a calibration `bench` of each side (one repetition per
+//    benchmark: which benchmarks each has, and BASE's iteration count); then, per benchmark both
+//    have, both builds are started side by side on it (`bench --iterations N --ab-turns DIR`,
+//    harness/ab_turns.h) and take turns, one repetition at a time, in the order drawn per round:
+//    round j is the pair of j-th repetitions, measured within a fraction of a second of each
+//    other, so that noise slower than a repetition cancels in the pair's ratio.
+// Either way the rounds go to ab_compare() (harness/ab.h).
 //
 // Bad input is a std::runtime_error with a plain sentence (the CLI exits 2): a path that is neither
 // an executable nor a directory holding `torchconform`, a program that does not answer
@@ -29,8 +37,11 @@ struct AbSide {
   std::vector<std::pair<std::string, std::string>> env;  // added to the inherited environment
 };
 
+enum class AbPairing { kRun, kRepetition };
+
 struct AbRunSpec {
   AbSide base, next;
+  AbPairing pairing = AbPairing::kRepetition;
   int rounds = 10;
   double time_budget_s = 0.0;  // > 0: no new round starts after this many seconds
   uint64_t seed = 0;
@@ -51,6 +62,10 @@ struct AbRunLog {
   nlohmann::json base_environment, next_environment;  // from each side's first report
   bool stopped_by_budget = false;
   double wall_s = 0.0;
+  // Repetition pairing: what each side's bench got in its turns (besides the filter), and the
+  // iterations of one repetition per benchmark (Google Benchmark run name), from BASE's calibration.
+  std::vector<std::string> turn_flags;
+  std::vector<std::pair<std::string, long long>> iterations;
 };
 
 // The defaults each child's bench gets unless the flags given set them: 3 repetitions of at least
@@ -71,8 +86,14 @@ std::pair<std::string, std::string> parse_env_assignment(const std::string& text
 // The machine's 1-minute load average (/proc/loadavg), -1 when unknown.
 double load_average_1min();
 
-// Runs the rounds. on_round is called after each (for progress on stderr).
+// Runs the rounds, pairing runs. on_round is called after each (for progress on stderr).
 AbRunLog run_ab_rounds(const AbRunSpec& spec,
                        const std::function<void(const AbRoundLog&, const AbRound&, int planned)>& on_round);
+
+// Runs the rounds, pairing repetitions. `progress` gets a line to print now and then.
+AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(const std::string&)>& progress);
+
+// A Google Benchmark filter that matches exactly this run name.
+std::string exact_filter(const std::string& run_name);
 
 }  // namespace tc

@@ -23,6 +23,18 @@ std::string env_text(const std::vector<std::pair<std::string, std::string>>& env
 
 }  // namespace
 
+std::string ab_round_description(const AbRunInfo& run) {
+  std::string flags;
+  for (const std::string& f : run.pairing == "run" ? run.bench_flags : run.turn_flags) flags += " " + f;
+  if (run.pairing == "run") return "a `bench" + flags + "` of each build, one after the other";
+  std::string s = "one repetition of each build, the two running side by side and taking turns (`bench --iterations N" +
+                  flags + "`, N per benchmark:";
+  for (size_t i = 0; i < run.iterations.size(); ++i) {
+    s += (i ? ", " : " ") + run.iterations[i].first + " " + std::to_string(run.iterations[i].second);
+  }
+  return s + ")";
+}
+
 std::string ab_gate_line(const AbResult& r) {
   std::ostringstream s;
   s << "ab gate: " << (exit_code_for(r) ? "FAIL" : "PASS") << " (" << r.count(AbStatus::kRegression)
@@ -39,8 +51,8 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
   s << "\n  new:  " << run.next_arg << " (" << run.next_binary << ")";
   if (!run.next_env.empty()) s << " with " << env_text(run.next_env);
   s << "\n  rounds: " << r.rounds << " of " << run.planned_rounds << (run.stopped_by_budget ? " (time budget spent)" : "")
-    << ", order seed " << run.seed << ", " << num(run.wall_s) << " s; each round: bench";
-  for (const std::string& f : run.bench_flags) s << ' ' << f;
+    << ", order seed " << run.seed << ", " << num(run.wall_s) << " s; pairing " << run.pairing << ": each round is "
+    << ab_round_description(run);
   std::vector<double> loads;
   for (const AbRoundInfo& i : r.round_info) {
     if (i.load1 >= 0) loads.push_back(i.load1);

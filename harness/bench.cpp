@@ -18,8 +18,12 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
     auto it = index.find(key);
     if (it == index.end()) {
       BenchmarkRecord r;
+      // Registered through add() and without arguments: its (name, device), also when a fixed
+      // iteration count (`bench --iterations`) adds "/iterations:N" to the run name.
       auto reg = registered_as(run.run_name.function_name);
-      if (reg && key == run.run_name.function_name) {
+      const auto& n = run.run_name;
+      if (reg && n.args.empty() && n.min_time.empty() && n.min_warmup_time.empty() && n.time_type.empty() &&
+          n.threads.empty() && n.repetitions.empty()) {
         r.name = reg->first;
         r.device = reg->second;
       } else {

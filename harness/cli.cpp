@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <ctime>
 #include <iostream>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -18,6 +20,7 @@
 #include "harness/ab.h"
 #include "harness/ab_report.h"
 #include "harness/ab_run.h"
+#include "harness/ab_turns.h"
 #include "harness/bench.h"
 #include "harness/catalogue.h"
 #include "harness/compare.h"
@@ -282,7 +285,8 @@ int cmd_compare(const CompareArgs& a) {
 // `bench [--json PATH] [google-benchmark flags]`: parsed by hand so that every Google Benchmark
 // flag passes through untouched; Google Benchmark rejects the ones it does not know.
 int cmd_bench(int argc, char** argv) {
-  std::string json_path = "reports/latest-bench.json";
+  std::string json_path = "reports/latest-bench.json", turns_dir;
+  long long iterations = 0;
   bool merge = false, has_repetitions = false;
   std::vector<std::string> gargs{argv[0]};
   for (int i = 2; i < argc; ++i) {
@@ -299,9 +303,26 @@ int cmd_bench(int argc, char** argv) {
                    "--benchmark_repetitions=5) and writes\n  their per-repetition samples, median and cv "
                    "into reports/latest-bench.json, or merges them into the\n  report --json PATH "
                    "(replacing benchmarks of the same name and device).\n"
+                   "  --iterations N   every benchmark runs exactly N iterations per repetition (no "
+                   "estimation)\n"
+                   "  --ab-turns DIR   each repetition waits for its turn from `ab --pairing repetition` "
+                   "(ab's own use)\n"
                    "  Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N adds N ms of CPU work to every "
                    "reference/train_step step.\n\nGoogle Benchmark flags:\n";
       gargs.push_back("--help");
+      continue;
+    }
+    if (a == "--iterations" || a == "--ab-turns") {
+      if (i + 1 >= argc) throw UsageError(a + " needs a value");
+      const std::string v = argv[++i];
+      if (a == "--ab-turns") {
+        turns_dir = v;
+        continue;
+      }
+      char* end = nullptr;
+      const long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1) throw UsageError("--iterations needs a whole number of at least 1, not '" + v + "'");
+      iterations = n;
       continue;
     }
     if (a.rfind("--benchmark_repetitions", 0) == 0) has_repetitions = true;
@@ -320,6 +341,21 @@ int cmd_bench(int argc, char** argv) {
   // machine as the run found it (benchmarks may change global flags: the reference recipe turns
   // deterministic algorithms on).
   Report report = existing ? read_report_file(json_path) : report_header(argc, argv, 0, json::array({"cpu"}));
+  if (iterations > 0) bench::set_fixed_iterations(iterations);
+  std::unique_ptr<TurnTaker> turns;
+  if (!turns_dir.empty()) {
+    turns = std::make_unique<TurnTaker>(turns_dir);
+    bench::set_invocation_hooks(
+        [&turns](benchmark::State& s) {
+          switch (turns->wait()) {
+            case TurnTaker::Turn::kGo: return true;
+            case TurnTaker::Turn::kStop: s.SkipWithError("skipped: stopped by ab (its time budget is spent)"); return false;
+            case TurnTaker::Turn::kGone: s.SkipWithError("ab stopped giving turns (it has ended)"); return false;
+          }
+          return false;
+        },
+        [&turns] { turns->done(); });
+  }
   bench::CollectingReporter reporter(std::make_unique<benchmark::ConsoleReporter>());
   const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
@@ -349,7 +385,9 @@ int cmd_bench(int argc, char** argv) {
 struct AbArgs {
   std::string base, next, json, html;
   std::string time = "real";
-  int rounds = 10;
+  std::string pairing = "repetition";
+  int rounds = 0;
+  bool rounds_given = false;  // otherwise the pairing's default
   double time_budget_s = 0.0;
   uint64_t seed = 0;
   bool seed_given = false;
@@ -368,7 +406,9 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
     auto [name, t] = parse_metric_threshold(m);
     options.metric_threshold(name, t);
   }
-  if (a.rounds < 1) throw UsageError("--rounds must be at least 1");
+  const bool by_repetition = a.pairing == "repetition";
+  const int rounds = a.rounds_given ? a.rounds : (by_repetition ? 30 : 10);
+  if (rounds < 1) throw UsageError("--rounds must be at least 1");
   if (a.time_budget_s < 0) throw UsageError("--time-budget must not be negative");
   for (const std::string& f : a.bench_flags) {
     if (f == "--json" || f.rfind("--json=", 0) == 0) {
@@ -381,7 +421,8 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
   spec.next = {"NEW", a.next, resolve_torchconform_binary(a.next), {}};
   for (const std::string& e : a.base_env) spec.base.env.push_back(parse_env_assignment(e));
   for (const std::string& e : a.next_env) spec.next.env.push_back(parse_env_assignment(e));
-  spec.rounds = a.rounds;
+  spec.pairing = by_repetition ? AbPairing::kRepetition : AbPairing::kRun;
+  spec.rounds = rounds;
   spec.time_budget_s = a.time_budget_s;
   spec.seed = a.seed_given ? a.seed : (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   spec.bench_flags = a.bench_flags;
@@ -397,16 +438,19 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
   info.next_binary = spec.next.binary;
   info.base_env = spec.base.env;
   info.next_env = spec.next.env;
-  info.bench_flags = ab_bench_flags(a.bench_flags);
+  info.pairing = a.pairing;
+  info.bench_flags = by_repetition ? a.bench_flags : ab_bench_flags(a.bench_flags);
   info.seed = spec.seed;
-  info.planned_rounds = a.rounds;
+  info.planned_rounds = rounds;
 
   check_is_torchconform(spec.base, std::chrono::seconds(120));
   check_is_torchconform(spec.next, std::chrono::seconds(120));
-  std::cerr << "torchconform ab: " << a.rounds << " round(s)";
+  std::cerr << "torchconform ab: " << rounds << " round(s)" << (by_repetition ? " of one repetition of each build" : "");
   if (a.time_budget_s > 0) std::cerr << " or " << a.time_budget_s << " s";
   std::cerr << ", order seed " << spec.seed << " (--seed " << spec.seed << " repeats the orders)\n";
-  const AbRunLog log = run_ab_rounds(spec, [](const AbRoundLog& rl, const AbRound& round, int planned) {
+  const AbRunLog log = by_repetition
+      ? run_ab_interleaved(spec, [](const std::string& line) { std::cerr << "torchconform ab: " << line << '\n'; })
+      : run_ab_rounds(spec, [](const AbRoundLog& rl, const AbRound& round, int planned) {
     std::ostringstream line;
     line << "torchconform ab: round " << rl.index + 1 << "/" << planned << " ("
          << (rl.base_first ? "BASE, NEW" : "NEW, BASE") << "; load " << rl.load1 << "):";
@@ -425,6 +469,8 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
     std::cerr << line.str() << '\n';
   });
   info.stopped_by_budget = log.stopped_by_budget;
+  info.iterations = log.iterations;
+  if (by_repetition) info.turn_flags = log.turn_flags;
   info.wall_s = log.wall_s;
   info.ended_at = utc_now();
   info.environment = diff_environment(log.base_environment, log.next_environment);
@@ -560,15 +606,24 @@ int cli_main(int argc, char** argv) {
   AbArgs aa;
   auto* ab = app.add_subcommand(
       "ab",
-      "Paired A/B benchmarking of two builds: rounds of a short `bench` of BASE and NEW in a random order; "
+      "Paired A/B benchmarking of two builds: BASE and NEW run side by side and take turns, one repetition "
+      "of a benchmark each, in an order drawn per round (--pairing run: rounds of a short `bench` of each); "
       "per benchmark the median of the per-round ratios NEW/BASE with its 95% interval against --threshold. "
       "Exit 0 no regression, 1 a regression, 2 bad input");
   ab->add_option("BASE", aa.base, "The baseline: a torchconform binary, or a build directory holding one")->required();
   ab->add_option("NEW", aa.next, "The new build: a torchconform binary, or a build directory holding one")->required();
   ab->add_option("BENCH_FLAGS", aa.bench_flags,
-                 "After --: Google Benchmark flags for every round's bench (e.g. --benchmark_filter=reference/; "
-                 "default --benchmark_repetitions=3 --benchmark_min_time=0.1)");
-  ab->add_option("--rounds", aa.rounds, "Rounds (each: one bench of each build)")->capture_default_str();
+                 "After --: Google Benchmark flags for the builds' bench (e.g. --benchmark_filter=reference/; "
+                 "--benchmark_min_time=S sets a repetition's length, default 0.1 s; with --pairing run "
+                 "default --benchmark_repetitions=3 --benchmark_min_time=0.1 per round)");
+  ab->add_option("--pairing", aa.pairing,
+                 "repetition: both builds run at once and alternate repetitions (a round is one repetition of "
+                 "each, a fraction of a second apart); run: a round is one `bench` process of each, seconds apart")
+      ->check(CLI::IsMember({"repetition", "run"}))
+      ->capture_default_str();
+  auto* rounds_opt = ab->add_option("--rounds", aa.rounds,
+                 "Rounds: pairs of repetitions per benchmark (default 30), or with --pairing run pairs of bench "
+                 "runs (default 10)");
   ab->add_option("--time-budget", aa.time_budget_s,
                  "Seconds: no new round starts after this (0: no budget; --rounds stays the most)")
       ->capture_default_str();
@@ -647,6 +702,7 @@ int cli_main(int argc, char** argv) {
     if (*trend) return cmd_trend(ta);
     if (*ab) {
       aa.seed_given = seed_opt->count() > 0;
+      aa.rounds_given = rounds_opt->count() > 0;
       return cmd_ab(aa, argc, argv);
     }
     if (*qualify) {

@@ -75,11 +75,28 @@ int terminate_group(pid_t pid) {
 }  // namespace
 
 Process::~Process() {
-  if (!done_ && pid_ > 0) terminate_group(pid_);
+  if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_);
+  if (reaped_ && !done_) kill(-pid_, SIGKILL);
+}
+
+bool Process::finished() {
+  if (done_ || reaped_) return true;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+  reaped_ = true;
+  reaped_status_ = status;
+  result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return true;
 }
 
 Result Process::wait() {
   if (done_) return result_;
+  if (reaped_) {
+    kill(-pid_, SIGKILL);
+    done_ = true;
+    result_.exit_code = decode(reaped_status_);
+    return result_;
+  }
   const auto deadline = start_ + timeout_;
   int status = 0;
   for (;;) {

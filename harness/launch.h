@@ -35,6 +35,8 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
   int pid() const { return pid_; }
+  // Whether it has ended (without waiting; then wait() returns at once).
+  bool finished();
   Result wait();
 
  private:
@@ -42,6 +44,8 @@ class Process {
   std::chrono::steady_clock::time_point start_;
   std::chrono::milliseconds timeout_;
   bool done_ = false;
+  bool reaped_ = false;  // finished() collected the exit status
+  int reaped_status_ = 0;
   Result result_;
 };
 

@@ -27,4 +27,15 @@ std::string gbench_name(const std::string& name, const std::string& device);
 // (name, device) of a Google Benchmark function name that add() registered; nullopt otherwise.
 std::optional<std::pair<std::string, std::string>> registered_as(const std::string& function_name);
 
+// For the runner (harness/bench.cpp), not for suites: every benchmark that add() registered runs
+// `before` ahead of each invocation of its function (one invocation = one repetition, or one
+// step of Google Benchmark's iteration-count estimation) and `after` once it returns, on the
+// benchmark's first thread. `before` returning false skips the invocation (it has called
+// State::SkipWithError). `ab --pairing repetition` takes turns between two processes this way.
+void set_invocation_hooks(std::function<bool(benchmark::State&)> before, std::function<void()> after);
+
+// For the runner: every benchmark that add() registered runs exactly `n` iterations per
+// repetition (Benchmark::Iterations: no estimation, so one invocation is one repetition).
+void set_fixed_iterations(benchmark::IterationCount n);
+
 }  // namespace tc::bench

@@ -60,6 +60,20 @@ TEST(Bench, RecordsKeepEachUserCounterPerRepetitionWithItsMedian) {
   EXPECT_DOUBLE_EQ(recs[0].counters.at("TFLOP/s").median, 2.4);
 }
 
+TEST(Bench, AFixedIterationCountKeepsTheRegisteredName) {
+  // `bench --iterations N` (ab's repetition pairing) makes Google Benchmark add "iterations:N".
+  add("unit/fixed_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
+  GRun r = make_run(gbench_name("unit/fixed_bench", "cpu"), GRun::RT_Iteration, 2.0);
+  r.run_name.iterations = "iterations:69";
+  GRun with_args = make_run(gbench_name("unit/fixed_bench", "cpu"), GRun::RT_Iteration, 2.0);
+  with_args.run_name.args = "256";
+  const std::vector<BenchmarkRecord> recs = records_from_runs({r, with_args});
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].name, "unit/fixed_bench");
+  EXPECT_EQ(recs[0].device, "cpu");
+  EXPECT_EQ(recs[1].name, "unit/fixed_bench/device:cpu/256");  // an argument stays in the name
+}
+
 TEST(Bench, ARecordWithoutUserCountersHasNone) {
   add("unit/plain_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
   const std::string g = gbench_name("unit/plain_bench", "cpu");
