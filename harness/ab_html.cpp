@@ -56,7 +56,8 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
   h << "<p class=\"muted\">" << r.rounds << " round(s) of " << run.planned_rounds
     << (run.stopped_by_budget ? " (time budget spent)" : "") << ", order seed " << run.seed << ", " << num(run.wall_s)
     << " s. Pairing " << escape(run.pairing) << ": each round is " << escape(ab_round_description(run))
-    << ", in a random order; a round's ratio is NEW's median over BASE's ("
+    << ", in a random order; a round's ratio is NEW's " << (run.pairing == "run" ? "median" : "time")
+    << " over BASE's ("
     << (r.options.cpu_time ? "CPU time" : "real time") << "). A benchmark "
        "regressed when the "
     << pct(r.options.level) << " distribution-free interval of the median ratio lies wholly beyond its threshold ("

@@ -61,7 +61,8 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
     s << "\n  load average (1 min) at the rounds' start: " << num(*std::min_element(loads.begin(), loads.end()))
       << " to " << num(*std::max_element(loads.begin(), loads.end())) << ", median " << num(stats::median(loads));
   }
-  s << "\n  rule: per round ratio NEW/BASE (each side's median of its repetitions' "
+  s << "\n  rule: per round ratio NEW/BASE (each side's "
+    << (run.pairing == "run" ? "median of its repetitions' " : "repetition's ")
     << (r.options.cpu_time ? "CPU time" : "real time") << "); regression when the "
     << pct(r.options.level) << " interval of the median ratio lies wholly beyond the threshold (" << pct(r.options.threshold);
   for (const auto& [name, t] : r.options.metric_thresholds) s << "; " << name << ": " << pct(t);

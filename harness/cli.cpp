@@ -343,10 +343,12 @@ int cmd_bench(int argc, char** argv) {
   Report report = existing ? read_report_file(json_path) : report_header(argc, argv, 0, json::array({"cpu"}));
   if (iterations > 0) bench::set_fixed_iterations(iterations);
   std::unique_ptr<TurnTaker> turns;
+  size_t turns_taken = 0;
   if (!turns_dir.empty()) {
     turns = std::make_unique<TurnTaker>(turns_dir);
     bench::set_invocation_hooks(
-        [&turns](benchmark::State& s) {
+        [&turns, &turns_taken](benchmark::State& s) {
+          ++turns_taken;
           switch (turns->wait()) {
             case TurnTaker::Turn::kGo: return true;
             case TurnTaker::Turn::kStop: s.SkipWithError("skipped: stopped by ab (its time budget is spent)"); return false;
@@ -360,6 +362,12 @@ int cmd_bench(int argc, char** argv) {
   const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   if (ran == 0) throw UsageError("no benchmark matched (see `torchconform bench --benchmark_list_tests`)");
+  if (turns && turns_taken == 0) {
+    // Registered with Google Benchmark directly (BENCHMARK(...)), not through tc::bench::add: it
+    // ran without waiting for its turns.
+    throw UsageError("--ab-turns: the benchmark did not take turns (registered without tc::bench::add); "
+                     "compare it with `ab --pairing run`");
+  }
   int errors = 0;
   for (const auto& r : reporter.runs()) {
     if (r.error_occurred && r.error_message.rfind("skipped: ", 0) == 0) {

@@ -16,6 +16,9 @@
 
 #include "harness/ab_run.h"
 #include "harness/ab_turns.h"
+#include "harness/cli.h"
+#include "harness/contract/bench_registry.h"
+#include "harness/report_json.h"
 #include "harness/scratch.h"
 
 namespace tc {
@@ -115,6 +118,64 @@ TEST(AbTurns, TakingTurnsWithoutAbIsAClearError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot open its pipes"), std::string::npos) << e.what();
   }
+}
+
+int bench_main(std::vector<std::string> args) {
+  args.insert(args.begin(), {"torchconform", "bench"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return cli_main(static_cast<int>(args.size()), argv.data());
+}
+
+// `bench --ab-turns DIR --iterations N` in this process: each repetition runs exactly N iterations,
+// only when given its turn.
+TEST(AbTurns, BenchRunsEachRepetitionInItsTurnWithTheFixedIterations) {
+  Scratch scratch("tc-ab-turns-test-");
+  std::atomic<int> invocations{0};
+  std::vector<long long> iterations;
+  tc::bench::add("unit/turn_bench", "cpu", [&](benchmark::State& s) {
+    ++invocations;
+    long long n = 0;
+    for (auto _ : s) ++n;
+    iterations.push_back(n);
+  });
+  TurnGiver g(scratch.path());
+  int rc = -1;
+  std::thread bench([&] {
+    rc = bench_main({"--json", scratch.file("r.json"), "--ab-turns", scratch.path(), "--iterations", "7",
+                     "--benchmark_filter=^unit/turn_bench", "--benchmark_repetitions=4"});
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(invocations.load(), 0);  // no turn given yet
+  for (int i = 0; i < 4; ++i) {
+    g.give_turn(kAlive, 30s, "bench");
+    EXPECT_EQ(invocations.load(), i + 1);
+  }
+  bench.join();
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(iterations, (std::vector<long long>{7, 7, 7, 7}));
+  const Report rep = read_report_file(scratch.file("r.json"));
+  ASSERT_EQ(rep.benchmarks.size(), 1u);
+  EXPECT_EQ(rep.benchmarks[0].name, "unit/turn_bench");
+  EXPECT_EQ(rep.benchmarks[0].samples.size(), 4u);
+}
+
+// A benchmark registered with Google Benchmark directly cannot take turns: a clear error (ab then
+// shows it with the side's output), not a run that ignored the turns.
+TEST(AbTurns, ABenchmarkThatCannotTakeTurnsIsAClearError) {
+  Scratch scratch("tc-ab-turns-test-");
+  benchmark::RegisterBenchmark("unit_direct_bench", [](benchmark::State& s) {
+    for (auto _ : s) {
+    }
+  });
+  TurnGiver g(scratch.path());
+  testing::internal::CaptureStderr();
+  const int rc = bench_main({"--json", scratch.file("r.json"), "--ab-turns", scratch.path(), "--iterations", "3",
+                             "--benchmark_filter=^unit_direct_bench$", "--benchmark_repetitions=2"});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(err.find("did not take turns (registered without tc::bench::add)"), std::string::npos) << err;
 }
 
 // The filter that starts one benchmark in each build: that benchmark and no other, with or
