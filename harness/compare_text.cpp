@@ -72,6 +72,12 @@ std::string describe_numerics(const NumericsChange& n) {
         << ") bitwise equal";
       break;
     case NumericsStatus::kDrifted:
+      if (n.max_rel_diff == 0.0) {
+        // Nothing the summaries show differs: only the parameters' bytes (their sha256) do.
+        s << n.steps << " losses, the final parameters' L2 norm and max |x| equal; the parameters' sha256 differs ("
+          << n.params_sha256_base.substr(0, 12) << " vs " << n.params_sha256_next.substr(0, 12) << ")";
+        break;
+      }
       s << "largest relative difference " << num(n.max_rel_diff) << " (" << n.max_rel_where << "), within "
         << num(n.tolerance * 100.0) << "%; " << rounding()
         << (n.losses_bitwise_equal ? "; losses bitwise equal, final parameters differ" : "");

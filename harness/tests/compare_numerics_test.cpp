@@ -105,6 +105,9 @@ TEST(Numerics, EqualLossesWithOtherParameterBytesWithinTheToleranceDrift) {
   EXPECT_TRUE(n.losses_bitwise_equal);
   EXPECT_FALSE(n.params_bitwise_equal);
   EXPECT_EQ(n.max_rel_diff, 0.0);
+  // Said as what differs, not as a "largest relative difference 0".
+  EXPECT_EQ(describe_numerics(n),
+            "4 losses, the final parameters' L2 norm and max |x| equal; the parameters' sha256 differs (aa vs bb)");
 }
 
 TEST(Numerics, TheToleranceIsTheCallers) {
