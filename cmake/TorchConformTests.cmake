@@ -197,6 +197,12 @@ tc_cli_test(ab_same_binary_passes 0
 tc_cli_test(ab_slowed_new_is_a_regression 1 "reference/train_step .*REGRESSION.*ab gate: FAIL" ab ${TC_EXE}
             ${TC_EXE} --rounds 6 --seed 3 --new-env TORCHCONFORM_BENCH_SLOWDOWN_MS=3
             -- --benchmark_filter=reference/train_step --benchmark_min_time=0.05)
+# Two benchmarks, one with an argument: each started in its own pair of processes, 6 pairs each,
+# named as in a plain bench report (without the iterations:N of the fixed count).
+tc_cli_test(ab_pairs_each_benchmark 0
+            "reference/train_step/device:cpu [0-9]+, amp/matmul_ceiling/fp32/device:cpu/256 [0-9]+\\).*reference/train_step +cpu +ms +6 .*amp/matmul_ceiling/fp32/device:cpu/256 +cpu +ms +6 "
+            ab ${TC_EXE} ${TC_EXE} --rounds 6 --seed 3
+            -- "--benchmark_filter=reference/train_step|amp/matmul_ceiling/fp32/device:cpu/256$" --benchmark_min_time=0.05)
 # Run pairing: a round is a bench process of each (about 20 s each).
 tc_cli_test(ab_same_binary_passes_pairing_run 0 "pairing run: each round is a `bench [^`]*` of each build.*ab gate: PASS"
             ab ${TC_EXE} ${TC_EXE} --pairing run --rounds 6 --seed 3
@@ -210,6 +216,7 @@ tc_cli_test(ab_time_budget_stops_rounds 0 "rounds: 1 of 50 .time budget spent.*i
             ${TC_EXE} ${TC_EXE} --rounds 50 --time-budget 0.5
             -- --benchmark_filter=reference/train_step --benchmark_repetitions=1 --benchmark_min_time=0.05)
 set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression cli.ab_time_budget_stops_rounds
+                     cli.ab_pairs_each_benchmark
                      cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_a_regression_pairing_run PROPERTIES
                      LABELS "bench;unit" TIMEOUT 300 ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
 

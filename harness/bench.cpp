@@ -14,16 +14,17 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
   std::map<std::string, size_t> index;
   for (const auto& run : runs) {
     if (run.run_type != benchmark::BenchmarkReporter::Run::RT_Iteration || run.error_occurred) continue;
-    const std::string key = run.run_name.str();
+    // A benchmark registered through add(): named without the "iterations:N" that a fixed
+    // iteration count (`bench --iterations`, ab's repetition pairing) adds to the run name, and
+    // without anything else when it has no arguments: its (name, device).
+    auto reg = registered_as(run.run_name.function_name);
+    benchmark::BenchmarkName n = run.run_name;
+    if (reg) n.iterations.clear();
+    const std::string key = n.str();
     auto it = index.find(key);
     if (it == index.end()) {
       BenchmarkRecord r;
-      // Registered through add() and without arguments: its (name, device), also when a fixed
-      // iteration count (`bench --iterations`) adds "/iterations:N" to the run name.
-      auto reg = registered_as(run.run_name.function_name);
-      const auto& n = run.run_name;
-      if (reg && n.args.empty() && n.min_time.empty() && n.min_warmup_time.empty() && n.time_type.empty() &&
-          n.threads.empty() && n.repetitions.empty()) {
+      if (reg && key == n.function_name) {
         r.name = reg->first;
         r.device = reg->second;
       } else {
