@@ -12,6 +12,7 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "harness/ab_turns.h"
 #include "harness/launch.h"
@@ -353,7 +354,8 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
       ls.argv = std::move(argv);
       ls.env = x.side->env;
       ls.log_path = x.stem + ".log";
-      ls.timeout = spec.child_timeout;
+      // Each turn has its own deadline (give_turn); the process as a whole lives through all of them.
+      ls.timeout = spec.child_timeout * (2 * spec.rounds + 2);
       x.process = std::make_unique<dist_launch::Process>(ls);
     }
     auto what = [&](const Side& x) { return x.side->label + " '" + x.side->arg + "' bench of " + run_name; };
@@ -389,6 +391,15 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     most_pairs = std::max(most_pairs, pairs);
     for (int s = 0; s < 2; ++s) {
       Side& x = sides[s];
+      // After its last turn a side only writes its report: it gets one turn's time for that.
+      const auto until = std::chrono::steady_clock::now() + spec.child_timeout;
+      while (!x.process->finished() && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      if (!x.process->finished()) {
+        throw std::runtime_error(what(x) + " did not end within " + std::to_string(spec.child_timeout.count()) +
+                                 " s of its last turn; its output ended with:\n" + dist_launch::tail_of(x.stem + ".log", 2000));
+      }
       const dist_launch::Result r = x.process->wait();
       if (r.timed_out || r.exit_code != 0) {
         throw std::runtime_error(what(x) + (r.timed_out ? " did not finish in time" : " failed (exit " +

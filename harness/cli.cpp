@@ -344,6 +344,9 @@ int cmd_bench(int argc, char** argv) {
   if (iterations > 0) bench::set_fixed_iterations(iterations);
   std::unique_ptr<TurnTaker> turns;
   size_t turns_taken = 0;
+  struct UnhookOnReturn {  // the hooks refer to `turns`: gone with it
+    ~UnhookOnReturn() { bench::set_invocation_hooks(nullptr, nullptr); }
+  } unhook;
   if (!turns_dir.empty()) {
     turns = std::make_unique<TurnTaker>(turns_dir);
     bench::set_invocation_hooks(

@@ -35,7 +35,8 @@ std::optional<std::pair<std::string, std::string>> registered_as(const std::stri
 void set_invocation_hooks(std::function<bool(benchmark::State&)> before, std::function<void()> after);
 
 // For the runner: every benchmark that add() registered runs exactly `n` iterations per
-// repetition (Benchmark::Iterations: no estimation, so one invocation is one repetition).
+// repetition (Benchmark::Iterations: no estimation, so one invocation is one repetition), for the
+// rest of the process (Google Benchmark has no way back).
 void set_fixed_iterations(benchmark::IterationCount n);
 
 }  // namespace tc::bench
