@@ -12,7 +12,6 @@
 #include <memory>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include "harness/ab_turns.h"
 #include "harness/launch.h"
@@ -29,8 +28,20 @@ std::string absolute(const std::string& path) {
   return realpath(path.c_str(), buf) ? std::string(buf) : path;
 }
 
-// One child: `argv` with side.env added, output to `log`. Throws with the output's tail when it
-// times out or exits non-zero.
+// Throws, with the output's tail, when a child timed out (`limit`: how long it had) or exited non-zero.
+void check_child(const dist_launch::Result& r, const std::string& what, const std::string& log,
+                 const std::string& limit) {
+  if (r.timed_out) {
+    throw std::runtime_error(what + " did not finish in " + limit + " and was stopped; its output ended with:\n" +
+                             dist_launch::tail_of(log, 2000));
+  }
+  if (r.exit_code != 0) {
+    throw std::runtime_error(what + " failed (exit " + std::to_string(r.exit_code) + "); its output ended with:\n" +
+                             dist_launch::tail_of(log, 2000));
+  }
+}
+
+// One child: `argv` with side.env added, output to `log`; check_child() on its end.
 dist_launch::Result launch(const AbSide& side, std::vector<std::string> argv, const std::string& log,
                            std::chrono::seconds timeout, const std::string& what) {
   dist_launch::Spec spec;
@@ -39,15 +50,19 @@ dist_launch::Result launch(const AbSide& side, std::vector<std::string> argv, co
   spec.log_path = log;
   spec.timeout = timeout;
   const dist_launch::Result r = dist_launch::run(spec);
-  if (r.timed_out) {
-    throw std::runtime_error(what + " did not finish in " + std::to_string(timeout.count()) +
-                             " s and was stopped; its output ended with:\n" + dist_launch::tail_of(log, 2000));
-  }
-  if (r.exit_code != 0) {
-    throw std::runtime_error(what + " failed (exit " + std::to_string(r.exit_code) + "); its output ended with:\n" +
-                             dist_launch::tail_of(log, 2000));
-  }
+  check_child(r, what, log, std::to_string(timeout.count()) + " s");
   return r;
+}
+
+// The report a child bench wrote to `stem`.json; throws with its output's tail (`stem`.log) when
+// there is none to read.
+Report read_child_report(const std::string& stem, const std::string& what) {
+  try {
+    return read_report_file(stem + ".json");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(what + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
+                             dist_launch::tail_of(stem + ".log", 2000));
+  }
 }
 
 }  // namespace
@@ -154,13 +169,7 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
       argv.insert(argv.end(), flags.begin(), flags.end());
       const std::string what = "round " + std::to_string(i + 1) + ": " + side.label + " '" + side.arg + "' bench";
       const dist_launch::Result r = launch(side, argv, stem + ".log", spec.child_timeout, what);
-      Report rep;
-      try {
-        rep = read_report_file(stem + ".json");
-      } catch (const std::exception& e) {
-        throw std::runtime_error(what + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
-                                 dist_launch::tail_of(stem + ".log", 2000));
-      }
+      Report rep = read_child_report(stem, what);
       if (rep.benchmarks.empty()) {
         throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" +
                                  dist_launch::tail_of(stem + ".log", 2000));
@@ -177,9 +186,6 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
   return log;
 }
 
-}  // namespace tc
-
-namespace tc {
 namespace {
 
 bool flag_named(const std::string& f, const char* name) {
@@ -228,16 +234,16 @@ Calibration calibrate(const AbSide& side, const std::vector<std::string>& user_f
   const std::string what = "calibration: " + side.label + " '" + side.arg + "' bench";
   launch(side, argv, stem + ".log", timeout, what);
   Calibration c;
+  c.report = read_child_report(stem, what);
   try {
-    c.report = read_report_file(stem + ".json");
     const nlohmann::json g = read_json_file(stem + ".gbench.json");
     for (const nlohmann::json& b : g.at("benchmarks")) {
       if (b.value("run_type", "") != "iteration" || b.value("error_occurred", false)) continue;
       c.runs.emplace_back(b.at("run_name").get<std::string>(), b.at("iterations").get<long long>());
     }
   } catch (const std::exception& e) {
-    throw std::runtime_error(what + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
-                             dist_launch::tail_of(stem + ".log", 2000));
+    throw std::runtime_error(what + " wrote no readable Google Benchmark JSON (" + e.what() +
+                             "); its output ended with:\n" + dist_launch::tail_of(stem + ".log", 2000));
   }
   if (c.runs.empty()) {
     throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" + dist_launch::tail_of(stem + ".log", 2000));
@@ -316,9 +322,7 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
         orders[static_cast<size_t>(j)];
     log.round_logs[static_cast<size_t>(j)].index = j;
   }
-  std::vector<bool> load_taken(static_cast<size_t>(spec.rounds), false);
   int most_pairs = 0;
-  std::vector<std::pair<std::string, std::string>> paired;  // (name, device) of what was paired
 
   for (const auto& [run_name, iterations] : cal_base.runs) {
     const bool in_new = std::any_of(cal_next.runs.begin(), cal_next.runs.end(),
@@ -354,8 +358,7 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
       ls.argv = std::move(argv);
       ls.env = x.side->env;
       ls.log_path = x.stem + ".log";
-      // Each turn has its own deadline (give_turn); the process as a whole lives through all of them.
-      ls.timeout = spec.child_timeout * (2 * spec.rounds + 2);
+      ls.timeout = spec.child_timeout;  // per turn (give_turn) and after the last (wait_until below)
       x.process = std::make_unique<dist_launch::Process>(ls);
     }
     auto what = [&](const Side& x) { return x.side->label + " '" + x.side->arg + "' bench of " + run_name; };
@@ -367,9 +370,8 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
           for (Side& x : sides) x.turns->stop();
           break;
         }
-        if (!load_taken[static_cast<size_t>(j)]) {
+        if (log.rounds[static_cast<size_t>(j)].load1 < 0) {  // at the round's first pair
           log.rounds[static_cast<size_t>(j)].load1 = log.round_logs[static_cast<size_t>(j)].load1 = load_average_1min();
-          load_taken[static_cast<size_t>(j)] = true;
         }
         const bool base_first = orders[static_cast<size_t>(j)];
         for (int t = 0; t < 2; ++t) {
@@ -392,29 +394,10 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     for (int s = 0; s < 2; ++s) {
       Side& x = sides[s];
       // After its last turn a side only writes its report: it gets one turn's time for that.
-      const auto until = std::chrono::steady_clock::now() + spec.child_timeout;
-      while (!x.process->finished() && std::chrono::steady_clock::now() < until) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (!x.process->finished()) {
-        throw std::runtime_error(what(x) + " did not end within " + std::to_string(spec.child_timeout.count()) +
-                                 " s of its last turn; its output ended with:\n" + dist_launch::tail_of(x.stem + ".log", 2000));
-      }
-      const dist_launch::Result r = x.process->wait();
-      if (r.timed_out || r.exit_code != 0) {
-        throw std::runtime_error(what(x) + (r.timed_out ? " did not finish in time" : " failed (exit " +
-                                 std::to_string(r.exit_code) + ")") + "; its output ended with:\n" +
-                                 dist_launch::tail_of(x.stem + ".log", 2000));
-      }
-      Report rep;
-      try {
-        rep = read_report_file(x.stem + ".json");
-      } catch (const std::exception& e) {
-        throw std::runtime_error(what(x) + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
-                                 dist_launch::tail_of(x.stem + ".log", 2000));
-      }
+      const dist_launch::Result r = x.process->wait_until(std::chrono::steady_clock::now() + spec.child_timeout);
+      check_child(r, what(x), x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s after its last turn");
+      const Report rep = read_child_report(x.stem, what(x));
       for (const BenchmarkRecord& b : rep.benchmarks) {
-        if (s == 0) paired.emplace_back(b.name, b.device);
         for (size_t i = 0; i < b.samples.size() && i < static_cast<size_t>(pairs); ++i) {
           AbRound& round = log.rounds[i];
           (s == 0 ? round.base : round.next).push_back(one_repetition(b, i));
@@ -422,15 +405,16 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
       }
     }
   }
-  // What only one side has: its calibration record, so that the verdict says base_only / new_only.
+  // What only one side has (never paired): its calibration record, so that the verdict says
+  // base_only / new_only.
   for (int s = 0; s < 2; ++s) {
-    for (const BenchmarkRecord& b : (s == 0 ? cal_base : cal_next).report.benchmarks) {
-      const bool done = std::any_of(paired.begin(), paired.end(),
-                                    [&](const auto& p) { return p.first == b.name && p.second == b.device; });
-      const bool other_has = std::any_of((s == 0 ? cal_next : cal_base).report.benchmarks.begin(),
-                                         (s == 0 ? cal_next : cal_base).report.benchmarks.end(),
-                                         [&](const BenchmarkRecord& o) { return o.name == b.name && o.device == b.device; });
-      if (!done && !other_has && !log.rounds.empty()) (s == 0 ? log.rounds[0].base : log.rounds[0].next).push_back(b);
+    const std::vector<BenchmarkRecord>& mine = (s == 0 ? cal_base : cal_next).report.benchmarks;
+    const std::vector<BenchmarkRecord>& other = (s == 0 ? cal_next : cal_base).report.benchmarks;
+    for (const BenchmarkRecord& b : mine) {
+      const bool other_has = std::any_of(other.begin(), other.end(), [&](const BenchmarkRecord& o) {
+        return o.name == b.name && o.device == b.device;
+      });
+      if (!other_has) (s == 0 ? log.rounds[0].base : log.rounds[0].next).push_back(b);
     }
   }
   if (most_pairs < spec.rounds) {

@@ -89,7 +89,7 @@ bool Process::finished() {
   return true;
 }
 
-Result Process::wait() {
+Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (done_) return result_;
   if (reaped_) {
     kill(-pid_, SIGKILL);
@@ -97,7 +97,6 @@ Result Process::wait() {
     result_.exit_code = decode(reaped_status_);
     return result_;
   }
-  const auto deadline = start_ + timeout_;
   int status = 0;
   for (;;) {
     const pid_t r = waitpid(pid_, &status, WNOHANG);

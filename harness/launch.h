@@ -37,7 +37,9 @@ class Process {
   int pid() const { return pid_; }
   // Whether it has ended (without waiting; then wait() returns at once).
   bool finished();
-  Result wait();
+  // Waits until it ends or `deadline` (then terminates the group as run() does at its deadline).
+  Result wait_until(std::chrono::steady_clock::time_point deadline);
+  Result wait() { return wait_until(start_ + timeout_); }
 
  private:
   int pid_ = -1;
