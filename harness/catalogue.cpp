@@ -10,7 +10,7 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
   json j = {{"checks", json::array()}, {"recipes", json::array()}};
   for (const CheckInfo& c : reg.checks()) {
     json promises = json::array();
-    for (const PromiseInfo& p : c.promises) promises.push_back({{"id", p.id}, {"text", p.text}});
+    for (const PromiseInfo& p : c.promises) promises.push_back({{"id", p.id}, {"text", p.text}, {"timing", p.timing}});
     json detects = json::array();
     for (const ThrownDetection& d : c.detects_by_throwing) {
       detects.push_back({{"promise", d.promise}, {"message_contains", d.message_contains}});
@@ -30,6 +30,7 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
     j["recipes"].push_back({{"name", r.name},
                             {"description", r.description},
                             {"targets", r.targets},
+                            {"breaks", r.breaks},
                             {"control", r.control},
                             {"role", to_string(r.role())},
                             {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)}});
@@ -53,7 +54,14 @@ std::string render_catalogue_text(const Registry& reg, int cuda_devices) {
     os << "  " << r.name;
     if (r.is_variant()) {
       os << "  (broken variant; must be caught by:";
-      for (const auto& t : r.targets) os << ' ' << t;
+      for (const auto& t : r.targets) {
+        os << ' ' << t;
+        if (const std::vector<std::string>* b = r.declared_breaks(t)) {
+          os << " [breaks";
+          for (size_t i = 0; i < b->size(); ++i) os << (i ? ", " : " ") << (*b)[i];
+          os << ']';
+        }
+      }
       if (!r.needs.empty()) os << "; needs " << r.needs;
       os << ')';
     } else if (r.control) {

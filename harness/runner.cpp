@@ -56,6 +56,35 @@ bool breaks_a_registered_promise(const CheckInfo& check, const nlohmann::json& m
   return false;
 }
 
+// The ids of the registered promises that broke.
+std::vector<std::string> broken_ids(const nlohmann::json& metrics) {
+  std::vector<std::string> ids;
+  if (!metrics.is_object() || !metrics.contains("promises") || !metrics["promises"].is_array()) return ids;
+  for (const nlohmann::json& p : metrics["promises"]) {
+    if (p.is_object() && p.value("status", "") == "broken") ids.push_back(p.value("id", ""));
+  }
+  return ids;
+}
+
+std::string join_ids(const std::vector<std::string>& ids) {
+  std::string s;
+  for (const std::string& id : ids) s += (s.empty() ? "" : ", ") + id;
+  return s;
+}
+
+// A targeted variant that declares the promises it breaks (->Breaks) and broke none of them was
+// caught by another promise alone: the promise it breaks lost its teeth. "" where it is a catch.
+std::string caught_by_another(const RecipeInfo& recipe, const std::string& check, const nlohmann::json& metrics) {
+  const std::vector<std::string>* declared = recipe.declared_breaks(check);
+  if (declared == nullptr) return "";
+  const std::vector<std::string> broken = broken_ids(metrics);
+  for (const std::string& id : broken) {
+    if (std::find(declared->begin(), declared->end(), id) != declared->end()) return "";
+  }
+  return "caught only by " + join_ids(broken) + ", not by the promise it breaks (" + join_ids(*declared) +
+         "), which held: missed by its own promise\n";
+}
+
 constexpr const char* kNotACatch = "failed without breaking a targeted promise (not a catch): ";
 
 template <typename Info>
@@ -154,10 +183,25 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
         !breaks_a_registered_promise(*planned.check, cell.metrics)) {
       cell.verdict = Verdict::kError;
       cell.evidence = kNotACatch + cell.evidence;
+    } else if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail) {
+      const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
+      if (!other.empty()) {
+        cell.verdict = Verdict::kMissed;
+        cell.evidence = other + cell.evidence;
+      }
     }
   } catch (const SkipCell& e) {
-    cell.verdict = Verdict::kSkipped;
-    cell.evidence = e.what();
+    // A variant the check must catch is never skipped from inside the check (a missing probe, a
+    // precondition): its cell would read as skipped while nothing caught it. Only the runner skips
+    // it, for the device it registered it needs (above). (A multi-process check's worker ranks other
+    // than the judging one skip their cell: rank 0 judges it.)
+    if (cell.expected == Expected::kFail && !plan.worker) {
+      cell.verdict = Verdict::kError;
+      cell.evidence = std::string("a variant this check must catch was skipped (not a catch): ") + e.what();
+    } else {
+      cell.verdict = Verdict::kSkipped;
+      cell.evidence = e.what();
+    }
   } catch (const HarnessError& e) {
     cell.verdict = Verdict::kError;
     cell.evidence = std::string("harness error: ") + e.what();
@@ -172,6 +216,13 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
       cell.metrics["promises"] = nlohmann::json::array(
           {{{"id", d->promise}, {"status", "broken"}, {"evidence", "threw the error it detects: " + text}}});
       cell.evidence = "- threw the error " + cell.check + " detects (" + d->promise + "): " + text;
+      if (cell.expected == Expected::kFail) {
+        const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
+        if (!other.empty()) {
+          cell.verdict = Verdict::kMissed;
+          cell.evidence = other + cell.evidence;
+        }
+      }
     } else if (cell.expected == Expected::kFail) {
       cell.verdict = Verdict::kError;
       cell.evidence = kNotACatch + cell.evidence;

@@ -69,7 +69,11 @@ at::Tensor augment(const at::Tensor& images, uint64_t seed) {
 }
 
 int64_t default_workers(bool host_trains) {
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());  // 0: unknown
+  return default_workers(host_trains, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+
+int64_t default_workers(bool host_trains, int64_t cores) {
+  cores = std::max<int64_t>(1, cores);  // 0: unknown
   return std::clamp<int64_t>(cores - (host_trains ? 1 : 0), 1, 8);
 }
 

@@ -87,6 +87,8 @@ uint64_t batch_seed(uint64_t epoch_seed, int64_t batch);
 // so reserving a core for it would idle one of few cores; past 8 the per-batch work here is too
 // small to need more and threads only add contention.
 int64_t default_workers(bool host_trains);
+// The same for a machine with `cores` cores (0: unknown, taken as 1).
+int64_t default_workers(bool host_trains, int64_t cores);
 
 // Makes batches first..count-1 with `make_batch` on worker threads (batch b on worker
 // (b - first) % workers, like PyTorch's round robin) and hands them out in order.

@@ -77,6 +77,25 @@ std::vector<std::string> Registry::validate() const {
       }
     }
   }
+  for (const RecipeInfo& r : recipes_) {
+    const std::string where = "recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) + ")";
+    for (const auto& [check, promises] : r.breaks) {
+      if (std::find(r.targets.begin(), r.targets.end(), check) == r.targets.end()) {
+        problems.push_back(where + " declares promises it breaks in check '" + check + "', which it does not target");
+        continue;
+      }
+      const CheckInfo* c = find_check(check);
+      if (c == nullptr) continue;  // named above
+      if (promises.empty()) problems.push_back(where + " declares an empty list of promises it breaks in '" + check + "'");
+      for (const std::string& id : promises) {
+        const bool known = std::any_of(c->promises.begin(), c->promises.end(),
+                                       [&](const PromiseInfo& p) { return p.id == id; });
+        if (!known) {
+          problems.push_back(where + " breaks promise '" + id + "', which check '" + check + "' does not register");
+        }
+      }
+    }
+  }
   for (const CheckInfo& c : checks_) {
     for (const ThrownDetection& d : c.detects_by_throwing) {
       const bool known = std::any_of(c.promises.begin(), c.promises.end(),
@@ -98,6 +117,10 @@ CheckInfo& CheckBuilder::info() { return *registry_->find_check(name_); }
 
 CheckBuilder* CheckBuilder::Promise(const std::string& id, const std::string& text) {
   info().promises.push_back({id, text});
+  return this;
+}
+CheckBuilder* CheckBuilder::TimingPromise(const std::string& id, const std::string& text) {
+  info().promises.push_back({id, text, true});
   return this;
 }
 CheckBuilder* CheckBuilder::MultiProcess(int ranks) {
@@ -131,6 +154,11 @@ RecipeInfo& RecipeBuilder::info() { return *registry_->find_recipe(name_); }
 
 RecipeBuilder* RecipeBuilder::MustBeCaughtBy(const std::vector<std::string>& checks) {
   info().targets = checks;
+  return this;
+}
+RecipeBuilder* RecipeBuilder::Breaks(const std::string& check, const std::vector<std::string>& promises) {
+  std::vector<std::string>& b = info().breaks[check];
+  b.insert(b.end(), promises.begin(), promises.end());
   return this;
 }
 RecipeBuilder* RecipeBuilder::Needs(const std::string& what) {

@@ -22,8 +22,14 @@
 // A broken variant names the checks that must catch it, and what it needs to be caught:
 //
 //   TC_RECIPE(ReferenceRecipe, "reference", "the correct recipe")->Control();
-//   TC_RECIPE(NoSeed, "no_seed", "never calls seed_everything")->MustBeCaughtBy({"reproducibility"});
+//   TC_RECIPE(NoSeed, "no_seed", "never calls seed_everything")->MustBeCaughtBy({"reproducibility"})
+//       ->Breaks("reproducibility", {"same_seed_bitwise", "other_process_bitwise"});
 //   TC_RECIPE(MixedDevices, "mixed_devices", "...")->MustBeCaughtBy({"device_agnostic"})->Needs("cuda");
+//
+// A variant names the promises it breaks by construction (->Breaks): its cell is caught only when
+// one of them breaks (caught by another promise alone, the verdict is `missed`), and the teeth tests
+// require exactly those broken, apart from timing promises (->TimingPromise: judged by a time
+// measurement, so the machine's speed can break them too).
 //
 // The attributes are data: `torchconform list --json` exports them, and CTest's test generation,
 // the teeth test and the HTML read them (never a check's name). Names are unique; a duplicate stops
@@ -32,6 +38,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -100,6 +107,10 @@ using CheckFn = std::function<CheckResult(const CheckContext&)>;
 struct PromiseInfo {
   std::string id;
   std::string text;
+  // Judged by a time measurement (a throughput ratio, a share of waiting): its verdict follows from
+  // the machine's speed as well as from the recipe, so a variant of another promise may break it
+  // too where the machine makes it so (e.g. fp32 timed against bf16 on a CPU whose bf16 is fast).
+  bool timing = false;
 };
 
 // An error a check declares as its detection: a cell of a variant it targets that throws an error
@@ -143,8 +154,16 @@ struct RecipeInfo {
   // The suite's own correct recipe (->Control()): a control that must pass, so its failing cell is
   // the suite's false alarm. A correct recipe without it is a subject under test (a user's code).
   bool control = false;
+  // The promises it breaks by construction, per targeted check (->Breaks). Where given for a check,
+  // its cell there is caught only when one of them breaks.
+  std::map<std::string, std::vector<std::string>> breaks;
 
   bool is_variant() const { return !targets.empty(); }
+  // The promises of `check` it declares it breaks; null where it declares none there.
+  const std::vector<std::string>* declared_breaks(const std::string& check) const {
+    auto it = breaks.find(check);
+    return it == breaks.end() ? nullptr : &it->second;
+  }
   Role role() const { return is_variant() ? Role::kVariant : control ? Role::kReference : Role::kSubject; }
 };
 
@@ -181,6 +200,8 @@ class CheckBuilder {
   CheckBuilder(Registry& registry, std::string name) : registry_(&registry), name_(std::move(name)) {}
   // One promise: `id` as metrics.promises and the tests name it, `text` what it means.
   CheckBuilder* Promise(const std::string& id, const std::string& text = "");
+  // A promise judged by a time measurement (see PromiseInfo::timing).
+  CheckBuilder* TimingPromise(const std::string& id, const std::string& text = "");
   // Runs as `ranks` processes under torchrun (the runner launches them; the check is the worker).
   CheckBuilder* MultiProcess(int ranks = 2);
   // Measures time: runs with nothing beside it.
@@ -206,6 +227,9 @@ class RecipeBuilder {
   RecipeBuilder(Registry& registry, std::string name) : registry_(&registry), name_(std::move(name)) {}
   // A broken variant: the checks that must catch it (a recipe with none is a correct one).
   RecipeBuilder* MustBeCaughtBy(const std::vector<std::string>& checks);
+  // The promises of `check` (one it must be caught by) that it breaks by construction: its cell
+  // there is caught only by one of these (see RecipeInfo::breaks).
+  RecipeBuilder* Breaks(const std::string& check, const std::vector<std::string>& promises);
   // "cuda": the broken practice can only show where a CUDA device exists; elsewhere its targeted
   // cells are skipped with that reason.
   RecipeBuilder* Needs(const std::string& what);

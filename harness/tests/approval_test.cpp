@@ -276,8 +276,11 @@ Registry fixed_registry() {
   CheckInfo d = check("distributed", "DDP gradients equal one process");
   d.ranks = 2;
   d.timeout_s = 600;
+  d.promises = {{"ddp_gradients", "DDP gradients equal one process"}};
+  d.detects_by_throwing = {{"ddp_gradients", "Connection closed by peer"}};
   CheckInfo s = check("data_saturation", "the loader keeps up");
   s.runs_alone = true;
+  s.promises = {{"data_wait", "at most 5% waiting", /*timing=*/true}};
   CheckInfo u = check("fsdp", "sharded training matches DDP (Python only)");
   u.covers_variants = false;
   u.unsupported = "no FSDP in C++";
@@ -295,6 +298,7 @@ Registry fixed_registry() {
   reg.find_recipe("reference")->control = true;
   reg.add_recipe(recipe("team_mlp", "a user's own recipe", {}, ""));
   reg.add_recipe(recipe("no_seed", "never seeds", {"reproducibility"}, ""));
+  reg.find_recipe("no_seed")->breaks = {{"reproducibility", {"same_seed_bitwise"}}};
   reg.add_recipe(recipe("mixed_devices", "a tensor left on the CPU", {"distributed", "reproducibility"}, "cuda"));
   return reg;
 }

@@ -187,6 +187,51 @@ TEST_F(RunnerTest, VariantPassingATargetedCheckIsMissed) {
   EXPECT_EQ(only("fails", "variant").verdict, Verdict::kOk);
 }
 
+// A variant that declares the promise it breaks (->Breaks) is caught only by that promise: caught
+// by another promise of the check alone, the promise it breaks has lost its teeth (missed).
+TEST_F(RunnerTest, AVariantCaughtOnlyByAnotherPromiseThanTheOneItBreaksIsMissed) {
+  CheckInfo two{"two", "p",
+                [](const CheckContext&) {
+                  return CheckResult::fail("broke other",
+                                           {{"promises",
+                                             {{{"id", "own"}, {"status", "held"}, {"evidence", "held"}},
+                                              {{"id", "other"}, {"status", "broken"}, {"evidence", "broke"}}}}});
+                },
+                "t", 10};
+  two.promises = {{"own", "its own"}, {"other", "another"}};
+  reg.add_check(two);
+  auto none = [] { return std::unique_ptr<::tc::Run>(); };
+  reg.add_recipe({"breaks_own", "breaks own", {"two"}, none, "t", 11});
+  reg.find_recipe("breaks_own")->breaks = {{"two", {"own"}}};
+  reg.add_recipe({"breaks_other", "breaks other", {"two"}, none, "t", 12});
+  reg.find_recipe("breaks_other")->breaks = {{"two", {"other"}}};
+  EXPECT_TRUE(reg.validate().empty());
+  Cell missed = only("two", "breaks_own");
+  EXPECT_EQ(missed.outcome, Outcome::kFail);
+  EXPECT_EQ(missed.verdict, Verdict::kMissed) << missed.evidence;
+  EXPECT_EQ(missed.evidence.rfind("caught only by other, not by the promise it breaks (own)", 0), 0u) << missed.evidence;
+  EXPECT_EQ(only("two", "breaks_other").verdict, Verdict::kOk);
+  // Declaring a promise the check does not register, or a check it does not target, is a mistake.
+  reg.find_recipe("breaks_other")->breaks = {{"two", {"nope"}}, {"passes", {"x"}}};
+  const std::vector<std::string> problems = reg.validate();
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("does not target"), std::string::npos) << problems[0];
+  EXPECT_NE(problems[1].find("breaks promise 'nope', which check 'two' does not register"), std::string::npos)
+      << problems[1];
+}
+
+// A check that skips a cell of a variant it must catch (a missing probe, a precondition) has not
+// caught it: error, not skipped (its ctest would read as skipped). Other cells skip as asked.
+TEST_F(RunnerTest, ASkippedTargetedVariantIsAnError) {
+  auto none = [] { return std::unique_ptr<::tc::Run>(); };
+  reg.add_recipe({"skipped_variant", "targets skips", {"skips"}, none, "t", 13});
+  Cell c = only("skips", "skipped_variant");
+  EXPECT_EQ(c.verdict, Verdict::kError);
+  EXPECT_NE(c.evidence.find("needs 2 GPUs"), std::string::npos) << c.evidence;
+  EXPECT_EQ(only("skips", "variant").verdict, Verdict::kSkipped);  // not targeted: any
+  EXPECT_EQ(only("skips", "reference").verdict, Verdict::kSkipped);
+}
+
 TEST_F(RunnerTest, RecipeThrowingIsAFailWithTheErrorAsEvidence) {
   Cell c = only("throws", "reference");
   EXPECT_EQ(c.outcome, Outcome::kFail);

@@ -193,14 +193,28 @@ TEST(GradScaler, StateRoundTripsThroughAnArchiveAndContinuesTheSame) {
   EXPECT_EQ(b->growth_factor, 4.0);
   EXPECT_EQ(b->backoff_factor, 0.25);
   EXPECT_EQ(b->growth_interval, 5);
-  // Both continue alike: three more clean steps reach the interval and grow by 4.
-  Fixture g;
-  for (int i = 0; i < 3; ++i) {
-    g.set_scaled_grad(r, torch::ones({6}));
-    r.step(g.opt);
+  // Both continue alike, the original and the restored one, on the same steps: a clean step, an
+  // inf step (skipped, backs off), then clean steps up to the interval (grows by 4); after each,
+  // the same scale, growth tracker and parameters.
+  Fixture on_s, on_r;
+  int step = 0;
+  for (bool inf : {false, true, false, false, false, false, false}) {
+    ++step;
+    at::Tensor grad = torch::full({6}, 0.5);
+    if (inf) grad[2] = std::numeric_limits<float>::infinity();
+    on_s.set_scaled_grad(s, grad);
+    on_r.set_scaled_grad(r, grad);
+    s.step(on_s.opt);
+    r.step(on_r.opt);
+    s.update();
     r.update();
+    EXPECT_EQ(r.get_scale(), s.get_scale()) << "step " << step;
+    EXPECT_EQ(r.growth_tracker(), s.growth_tracker()) << "step " << step;
+    EXPECT_TRUE(torch::equal(on_r.p, on_s.p)) << "step " << step;
   }
-  EXPECT_EQ(r.get_scale(), 65536.0);
+  // 16384 -> (clean: tracker 3) -> inf: 4096, tracker 0 -> five clean steps: grows at the fifth.
+  EXPECT_EQ(s.get_scale(), 16384.0);
+  EXPECT_EQ(s.growth_tracker(), 0);
 }
 
 TEST(GradScaler, AnEnabledScalerRefusesTheEmptyStateOfADisabledOne) {

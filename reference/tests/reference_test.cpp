@@ -1,3 +1,4 @@
+#include <array>
 #include <dirent.h>
 
 #include <algorithm>
@@ -191,14 +192,17 @@ TEST(Checkpoint, MissingPartAndCorruptFileGiveClearErrors) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("no 'optimizer' state"), std::string::npos) << e.what();
   }
+  // A foreign model's state (one tensor 'x'): the strict load names what does not match.
   save_parts({{"model", [](auto& a) { a.write("x", torch::ones({1})); }, nullptr}}, path);
   try {
-    run.load_checkpoint(path);
+    load_model_part_strict(*run.bare_model(), path);
     FAIL() << "a checkpoint with a foreign model was accepted";
   } catch (const std::runtime_error& e) {
-    // Refused before any state is touched: every part must be there first.
-    EXPECT_NE(std::string(e.what()).find("no 'optimizer' state"), std::string::npos) << e.what();
-    EXPECT_EQ(std::string(e.what()).find("frame #"), std::string::npos) << "backtrace in a user message";
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model state does not match the model:"), std::string::npos) << what;
+    EXPECT_NE(what.find("unexpected x"), std::string::npos) << what;
+    EXPECT_NE(what.find("missing "), std::string::npos) << what;
+    EXPECT_EQ(what.find("frame #"), std::string::npos) << "backtrace in a user message";
   }
   std::ofstream(dir.file("junk.pt")) << "not a checkpoint";
   try {
@@ -382,10 +386,17 @@ TEST(DataWait, EnoughWorkersWithPrefetchKeepTheDeviceFed) {
   EXPECT_LT(measured_fraction(2, 2, 15, 10), 0.07);
 }
 
+// One worker per core, one core left to a host that trains itself, at least 1, at most 8: the
+// values written out per core count (not the formula again).
 TEST(DataWait, DefaultWorkersFollowsTheMachine) {
-  const int64_t cores = std::max<int64_t>(1, std::thread::hardware_concurrency());
-  EXPECT_EQ(default_workers(false), std::clamp<int64_t>(cores, 1, 8));
-  EXPECT_EQ(default_workers(true), std::clamp<int64_t>(cores - 1, 1, 8));
+  const std::vector<std::array<int64_t, 3>> want = {
+      // cores, workers on an accelerator, workers when the host trains
+      {0, 1, 1}, {1, 1, 1}, {2, 2, 1}, {4, 4, 3}, {8, 8, 7}, {9, 8, 8}, {16, 8, 8}};
+  for (const auto& [cores, accel, host] : want) {
+    EXPECT_EQ(default_workers(false, cores), accel) << cores << " cores";
+    EXPECT_EQ(default_workers(true, cores), host) << cores << " cores";
+  }
+  EXPECT_EQ(default_workers(true), default_workers(true, std::thread::hardware_concurrency()));
 }
 
 TEST(DataWait, CostlyBlurIsDeterministicAndKeepsShape) {

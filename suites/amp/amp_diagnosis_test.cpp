@@ -8,6 +8,8 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "suites/amp/throughput.h"
+#include "suites/support/tensor_compare.h"
 #include "suites/tests/test_recipes.h"
 #include "reference/autocast.h"
 #include "reference/reference_run.h"
@@ -233,6 +235,64 @@ TEST(AmpProcedureSpeed, CastingTheModelAroundEachStepWithFp32MastersIsCorrectAnd
   EXPECT_EQ(promise_status(c, "engagement"), "held,held") << c.evidence;
   EXPECT_EQ(promise_status(c, "parity"), "held,held") << c.evidence;
   EXPECT_EQ(promise_status(c, "amp_procedure_speed"), "held") << c.evidence;
+}
+
+// The timing promises' judging code, which only an AMX CPU or a GPU reaches in a real cell
+// (amp.throughput is `recorded` elsewhere): the reference holds a speed-up bar given as an AMX CPU
+// would have it (here a bar any speed-up clears: the held branch), and a recipe whose AMP step does
+// its work twice breaks amp_procedure_speed (about 0.5x the reference's, bar 0.8) and, against a bar
+// at 0.75x the reference's own speed-up measured just before, throughput. Every figure is a ratio of
+// steps timed in the same interleaved rounds (the thread's CPU time on the CPU), so the machine's
+// speed and load cancel; the bars sit 1.5x away from what the slowed recipe measures.
+class TwiceTheWork : public ref::ReferenceRun {
+ public:
+  std::function<double()> amp_step_on(const AmpWorkload& workload) override {
+    std::function<double()> once = ReferenceRun::amp_step_on(workload);
+    return [once] {
+      once();
+      return once();
+    };
+  }
+};
+
+std::string speed_status(const Findings& f, const std::string& id) {
+  const CheckResult r = f.result();
+  std::string s;
+  for (const nlohmann::json& p : r.metrics["promises"]) {
+    if (p["id"] == id) s += (s.empty() ? "" : ",") + p["status"].get<std::string>();
+  }
+  return s;
+}
+
+TEST(AmpSpeed, AStepDoingTwiceTheWorkBreaksBothTimingPromisesTheReferenceHolds) {
+  CheckContext ctx;
+  ctx.check = "amp";
+  ctx.device = "cpu";
+  ctx.seed = 11;
+  AmpOptions bf16;
+  bf16.dtype = c10::kBFloat16;
+  auto measured = [&](ref::ReferenceRun& run, double bar) {
+    ctx.recipe = "amp speed test";
+    run.set_amp(bf16);
+    run.setup(run_options(ctx, ctx.seed));
+    Findings f;
+    const std::string noisy = amp::throughput(ctx, run, c10::kBFloat16, f, bar);
+    std::cout << f.result().evidence << "\n";
+    return std::make_pair(f, noisy);
+  };
+  // The reference's own speed-up over fp32 on this machine, under a bar any speed-up clears.
+  ref::ReferenceRun reference;
+  const auto [first, first_noisy] = measured(reference, 0.01);
+  EXPECT_EQ(first_noisy, "");
+  EXPECT_EQ(speed_status(first, "throughput"), "held") << first.result().evidence;
+  EXPECT_EQ(speed_status(first, "amp_procedure_speed"), "held") << first.result().evidence;
+  const double speedup = first.result().metrics["throughput_bf16"]["speedup_over_fp32"]["median"].get<double>();
+  ASSERT_GT(speedup, 0.0);
+  TwiceTheWork twice;
+  const auto [slow, slow_noisy] = measured(twice, 0.75 * speedup);
+  EXPECT_EQ(slow_noisy, "");
+  EXPECT_EQ(speed_status(slow, "amp_procedure_speed"), "broken") << slow.result().evidence;
+  EXPECT_EQ(speed_status(slow, "throughput"), "broken") << slow.result().evidence;
 }
 
 }  // namespace

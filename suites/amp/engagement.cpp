@@ -128,7 +128,7 @@ std::string dtype_name(c10::ScalarType t) {
 }
 }  // namespace
 
-void engagement(Run& run, c10::ScalarType dtype, const std::string& device, Findings& out) {
+bool engagement(Run& run, c10::ScalarType dtype, const std::string& device, Findings& out) {
   MatmulDtypes seen;
   {
     MatmulDtypeObserver observer;
@@ -160,11 +160,12 @@ void engagement(Run& run, c10::ScalarType dtype, const std::string& device, Find
                            std::to_string(seen.total) + " matmul-class calls of a train step ran in " + d;
   if (not_cast.empty()) {
     out.held("engagement", what);
-    return;
+    return true;
   }
   std::string s = what + "; not cast: ";
   for (size_t i = 0; i < not_cast.size(); ++i) s += (i ? ", " : "") + not_cast[i];
   out.broken("engagement", s);
+  return false;
 }
 
 }  // namespace tc::amp

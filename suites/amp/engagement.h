@@ -43,7 +43,8 @@ bool is_matmul_class(const std::string& op);
 
 // Judges the "engagement" promise into `out`: one train_step() of `run` (set up for mixed
 // precision in `dtype`) observed; held when every matmul-class call ran in `dtype`, broken naming
-// the ops that did not. Throws HarnessError when no matmul-class call was observed at all.
-void engagement(Run& run, c10::ScalarType dtype, const std::string& device, Findings& out);
+// the ops that did not; returns whether it held. Throws HarnessError when no matmul-class call was
+// observed at all.
+bool engagement(Run& run, c10::ScalarType dtype, const std::string& device, Findings& out);
 
 }  // namespace tc::amp

@@ -81,17 +81,22 @@ class InputsCastOnly : public ref::ReferenceRun {
 TC_RECIPE(tc::variants::ManualHalf, "manual_half",
           "mixed precision by casting the model to the lower precision (.half()) and training "
                    "in it: no autocast, no GradScaler")
-    ->MustBeCaughtBy({"amp"});
+    ->MustBeCaughtBy({"amp"})
+    ->Breaks("amp", {"parity", "underflow", "scaler_accounting"});
 TC_RECIPE(tc::variants::Fp16WithoutScaler, "fp16_without_scaler",
           "fp16 autocast without a GradScaler")
-    ->MustBeCaughtBy({"amp"});
+    ->MustBeCaughtBy({"amp"})
+    ->Breaks("amp", {"underflow", "scaler_accounting"});
 TC_RECIPE(tc::variants::ClipBeforeUnscale, "clip_before_unscale",
           "clips the gradients before scaler.unscale_(): the scaled gradients are clipped")
-    ->MustBeCaughtBy({"amp"});
+    ->MustBeCaughtBy({"amp"})
+    ->Breaks("amp", {"clip_after_unscale", "parity"});
 TC_RECIPE(tc::variants::AutocastWrongDevice, "autocast_wrong_device",
           "opens the autocast region for the other device type (cuda while training on the cpu, or the "
                    "other way round): nothing is cast")
-    ->MustBeCaughtBy({"amp"});
+    ->MustBeCaughtBy({"amp"})
+    ->Breaks("amp", {"engagement"});
 TC_RECIPE(tc::variants::InputsCastOnly, "inputs_cast_only",
           "casts the batch to the lower precision, no autocast, the model in fp32: the matmuls run in fp32")
-    ->MustBeCaughtBy({"amp"});
+    ->MustBeCaughtBy({"amp"})
+    ->Breaks("amp", {"engagement"});

@@ -35,7 +35,9 @@ class SilentInplaceOnSaved : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::InplaceOnSaved, "inplace_on_saved",
           "modifies in place a tensor autograd saved for backward")
-    ->MustBeCaughtBy({"autograd_inplace"});
+    ->MustBeCaughtBy({"autograd_inplace"})
+    ->Breaks("autograd_inplace", {"no_inplace_on_saved"});
 TC_RECIPE(tc::variants::SilentInplaceOnSaved, "silent_inplace_on_saved",
           "writes through .data (no version-counter bump) into a tensor autograd saved for backward")
-    ->MustBeCaughtBy({"autograd_inplace"});
+    ->MustBeCaughtBy({"autograd_inplace"})
+    ->Breaks("autograd_inplace", {"gradient_recomputes"});

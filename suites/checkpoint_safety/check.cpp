@@ -108,8 +108,15 @@ void strict_bare_load(const Saved& s, Findings& out) {
       out.held("strict_bare_load", "model state loads strictly into a bare model");
     }
   } catch (const std::exception& e) {
-    out.metrics()["bare_model_load"] = e.what();
-    out.broken("strict_bare_load", std::string("the model state does not load into a bare model: ") + e.what());
+    // Only the strict load's refusal is this promise breaking (keys or shapes that do not match the
+    // bare model, no model state); any other error (a file that cannot be read) is not its detection.
+    const std::string what = e.what();
+    if (what.find("model state does not match the model") == std::string::npos &&
+        what.find("has no 'model' state") == std::string::npos) {
+      throw;
+    }
+    out.metrics()["bare_model_load"] = what;
+    out.broken("strict_bare_load", "the model state does not load into a bare model: " + what);
   }
 }
 

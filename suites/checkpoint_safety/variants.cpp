@@ -41,7 +41,9 @@ class NonAtomicSave : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::WrapperPrefixedState, "wrapper_prefixed_state",
           "saves the wrapper: model keys prefixed with 'module.'")
-    ->MustBeCaughtBy({"checkpoint_safety"});
+    ->MustBeCaughtBy({"checkpoint_safety"})
+    ->Breaks("checkpoint_safety", {"strict_bare_load"});
 TC_RECIPE(tc::variants::NonAtomicSave, "non_atomic_save",
           "writes the checkpoint in place, not via a temporary file and rename")
-    ->MustBeCaughtBy({"checkpoint_safety"});
+    ->MustBeCaughtBy({"checkpoint_safety"})
+    ->Breaks("checkpoint_safety", {"atomic_save"});

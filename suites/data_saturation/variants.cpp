@@ -33,8 +33,10 @@ class PinWithoutNonBlocking : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::WorkersZero, "workers_0",
           "the loader has no workers: batches are made on the training thread")
-    ->MustBeCaughtBy({"data_saturation"});
+    ->MustBeCaughtBy({"data_saturation"})
+    ->Breaks("data_saturation", {"data_wait"});
 TC_RECIPE(tc::variants::PinWithoutNonBlocking, "pin_without_non_blocking",
           "batches are pinned but copied to the device without non_blocking")
     ->MustBeCaughtBy({"data_saturation"})
+    ->Breaks("data_saturation", {"async_copy"})
     ->Needs("cuda");

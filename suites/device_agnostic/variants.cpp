@@ -32,8 +32,10 @@ class MixedDevices : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::HardcodedCuda, "hardcoded_cuda",
           "moves the model to CUDA whatever device was resolved")
-    ->MustBeCaughtBy({"device_agnostic"});
+    ->MustBeCaughtBy({"device_agnostic"})
+    ->Breaks("device_agnostic", {"runs_on_every_device"});
 TC_RECIPE(tc::variants::MixedDevices, "mixed_devices",
           "creates a loss tensor on the default CPU device")
     ->MustBeCaughtBy({"device_agnostic"})
+    ->Breaks("device_agnostic", {"runs_on_every_device"})
     ->Needs("cuda");

@@ -41,11 +41,14 @@ class DistributedFaults : public ::testing::Test {
   }
 
   // torchrun --standalone 2 ranks on the trainer.
+  // monitor_s: how often torchrun looks at its workers (its default 0.1 s); on the first failure it
+  // tears the others down, with the store it hosts.
   dist_launch::Spec trainer(const std::string& out, int max_restarts, std::vector<std::string> extra,
-                            seconds deadline, int nproc = 2) {
+                            seconds deadline, int nproc = 2, double monitor_s = 0.1) {
     dist_launch::Spec s;
     s.argv = {torchrun_, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
-              "--max-restarts=" + std::to_string(max_restarts), "--no-python", TC_TRAINER, "--out", out};
+              "--max-restarts=" + std::to_string(max_restarts), "--monitor-interval=" + std::to_string(monitor_s),
+              "--no-python", TC_TRAINER, "--out", out};
     for (auto& e : extra) s.argv.push_back(std::move(e));
     s.log_path = out + ".log";
     s.timeout = deadline;
@@ -62,6 +65,9 @@ class DistributedFaults : public ::testing::Test {
 // it writes its note: about 3.1 s measured. The bound is the collective timeout itself (10 s): it
 // leaves about 7 s of scheduling slack on a loaded machine, and fails a survivor that learns of the
 // loss only through its timeout (at least 10 s + 3 s), which a hung rank's test covers instead.
+// torchrun looks at its workers every 10 s here, not its 0.1 s: noticing the killed rank first, it
+// tears the survivors down with the store they check in on, before they can name the lost rank
+// (seen on a loaded machine: "could not tell which rank is lost", and no note from rank 2).
 TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
   const int64_t timeout_ms = 10000;
   const double grace_s = 3.0;  // ProcessGroup::lost_ranks' check-in wait (reference/distributed.cpp)
@@ -69,7 +75,7 @@ TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
   const auto r = dist_launch::run(trainer(out, 0,
                                           {"--steps", "8", "--timeout-ms", std::to_string(timeout_ms),
                                            "--kill-rank", "1", "--kill-at-step", "3"},
-                                          seconds(timeout_ms / 1000 + 30 + 60), 3));
+                                          seconds(timeout_ms / 1000 + 30 + 60), 3, /*monitor_s=*/10.0));
   ASSERT_FALSE(r.timed_out) << dist_launch::tail_of(out + ".log");
   EXPECT_NE(r.exit_code, 0);
   const auto killed = read_json(out + "/killed.json");
@@ -114,10 +120,11 @@ TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
   EXPECT_NE(message.find("lost rank 1"), std::string::npos) << message;
   const double exit_after_s = ((*survivor)["t_ns"].get<int64_t>() - (*stopped)["t_ns"].get<int64_t>()) / 1e9;
   std::cout << "rank 1 SIGSTOPped before step 6: rank 0 exited 1 after " << exit_after_s << " s (timeout "
-            << timeout_ms / 1000.0 << " s, limit " << timeout_ms / 1000 + 30 << " s): " << message << '\n';
+            << timeout_ms / 1000.0 << " s, limit " << timeout_ms / 1000 + 10 << " s): " << message << '\n';
   RecordProperty("survivor_exit_after_s", std::to_string(exit_after_s));
   EXPECT_GE(exit_after_s, timeout_ms / 1000.0 * 0.9);  // it was the timeout that ended it
-  EXPECT_LE(exit_after_s, timeout_ms / 1000.0 + 30.0);
+  // The timeout plus 10 s of slack for a loaded machine (c10d notices the timeout in its own loop).
+  EXPECT_LE(exit_after_s, timeout_ms / 1000.0 + 10.0);
   // The stopped rank lives in a session of its own (torchrun's): end it, and torchrun with it.
   kill(static_cast<pid_t>((*stopped)["pid"].get<int64_t>()), SIGKILL);
   const auto r = p.wait();

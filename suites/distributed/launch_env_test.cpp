@@ -99,7 +99,11 @@ TEST_F(LaunchEnvTest, UnreachableStoreFailsWithinTheTimeoutNamingIt) {
   } catch (const std::runtime_error& err) {
     EXPECT_NE(std::string(err.what()).find("cannot reach the store at 127.0.0.1:1"), std::string::npos) << err.what();
   }
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0 + 30.0);
+  // The 2 s timeout plus 5 s of slack for a loaded machine (the refused connects retry until the
+  // timeout; a failure that waited for a default 30 s timeout instead would be seen).
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RecordProperty("unreachable_store_failed_after_s", std::to_string(took_s));
+  EXPECT_LT(took_s, 2.0 + 5.0);
 }
 
 }  // namespace

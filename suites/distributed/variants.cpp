@@ -46,13 +46,17 @@ using NoGradAllreduce = WithDistributed<NoGradAllreduceDist>;
 
 TC_RECIPE(tc::variants::NoSetEpoch, "no_set_epoch",
           "never calls sampler.set_epoch: every epoch sees the same order")
-    ->MustBeCaughtBy({"distributed"});
+    ->MustBeCaughtBy({"distributed"})
+    ->Breaks("distributed", {"sampler"});
 TC_RECIPE(tc::variants::AllRanksWrite, "all_ranks_write",
           "every rank writes the checkpoint and the report, not rank 0 alone")
-    ->MustBeCaughtBy({"distributed"});
+    ->MustBeCaughtBy({"distributed"})
+    ->Breaks("distributed", {"rank0_writes"});
 TC_RECIPE(tc::variants::NoBarrierAfterSave, "no_barrier_after_save",
           "no barrier after rank 0 saves: other ranks read before the file is there")
-    ->MustBeCaughtBy({"distributed"});
+    ->MustBeCaughtBy({"distributed"})
+    ->Breaks("distributed", {"checkpoint_loads_unwrapped"});
 TC_RECIPE(tc::variants::NoGradAllreduce, "no_grad_allreduce",
           "gradients never all-reduced: each rank steps on its own batch's gradients")
-    ->MustBeCaughtBy({"distributed"});
+    ->MustBeCaughtBy({"distributed"})
+    ->Breaks("distributed", {"ddp_gradients", "replicas_identical", "checkpoint_loads_unwrapped"});

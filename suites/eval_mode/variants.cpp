@@ -48,13 +48,17 @@ class NoTrainAfterEval : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::NoEval, "no_eval",
           "evaluate() never calls model.eval()")
-    ->MustBeCaughtBy({"eval_mode"});
+    ->MustBeCaughtBy({"eval_mode"})
+    ->Breaks("eval_mode", {"eval_bitwise", "bn_stats_untouched"});
 TC_RECIPE(tc::variants::NoGradGuardMissing, "no_grad_guard_missing",
           "evaluate() runs without torch::NoGradGuard")
-    ->MustBeCaughtBy({"eval_mode"});
+    ->MustBeCaughtBy({"eval_mode"})
+    ->Breaks("eval_mode", {"no_autograd_graph"});
 TC_RECIPE(tc::variants::DetachInsteadOfNoGrad, "detach_instead_of_no_grad",
           "evaluate() runs without torch::NoGradGuard and detaches the outputs before returning them")
-    ->MustBeCaughtBy({"eval_mode"});
+    ->MustBeCaughtBy({"eval_mode"})
+    ->Breaks("eval_mode", {"no_autograd_graph"});
 TC_RECIPE(tc::variants::NoTrainAfterEval, "no_train_after_eval",
           "the next epoch does not call model.train()")
-    ->MustBeCaughtBy({"eval_mode"});
+    ->MustBeCaughtBy({"eval_mode"})
+    ->Breaks("eval_mode", {"train_mode_restored"});

@@ -145,8 +145,15 @@ void init_reproducible(const CheckContext& ctx, const NamedTensors& pa, Findings
   std::unique_ptr<Run> c = ctx.make_run();
   c->setup(run_options(ctx, ctx.seed + 1));
   if (!first_tensor_difference(pa, snapshot(c->parameters()))) {
-    problems.push_back("seeds " + std::to_string(ctx.seed) + " and " + std::to_string(ctx.seed + 1) +
-                       " give identical initial weights");
+    // Appended piece by piece: `"seeds " + std::to_string(...)` (operator+ inserting into the
+    // temporary) makes GCC 12 at -O2 warn -Wstringop-overflow with a bound above PTRDIFF_MAX, a
+    // false positive.
+    std::string same = "seeds ";
+    same += std::to_string(ctx.seed);
+    same += " and ";
+    same += std::to_string(ctx.seed + 1);
+    same += " give identical initial weights";
+    problems.push_back(same);
   }
   if (!problems.empty()) {
     out.broken("init_reproducible", joined(problems));

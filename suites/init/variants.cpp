@@ -17,4 +17,5 @@ class DefaultInit : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::DefaultInit, "default_init",
           "trusts the layers' default initialisation")
-    ->MustBeCaughtBy({"init"});
+    ->MustBeCaughtBy({"init"})
+    ->Breaks("init", {"declared_init"});

@@ -55,7 +55,10 @@ std::string bytes_hash(const at::Tensor& t) {
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64
   for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   std::string shape;
-  for (int64_t d : c.sizes()) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : c.sizes()) {
+    if (!shape.empty()) shape += 'x';  // two appends: see shape_of in suites/support/fingerprint.cpp
+    shape += std::to_string(d);
+  }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
   return std::string(c.dtype().name()) + "[" + shape + "]:" + hex;

@@ -48,13 +48,18 @@ class SeedWithoutLoaderGenerator : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::NoSeed, "no_seed",
           "seed_everything is never called")
-    ->MustBeCaughtBy({"reproducibility"});
+    ->MustBeCaughtBy({"reproducibility"})
+    ->Breaks("reproducibility", {"same_seed_bitwise", "other_process_bitwise"});
 TC_RECIPE(tc::variants::UnseededWorkers, "unseeded_workers",
           "augmentation in the loader's workers draws from an unseeded source")
-    ->MustBeCaughtBy({"reproducibility", "data_saturation"});
+    ->MustBeCaughtBy({"reproducibility", "data_saturation"})
+    ->Breaks("reproducibility", {"same_seed_bitwise", "other_process_bitwise"})
+    ->Breaks("data_saturation", {"worker_augmentations"});
 TC_RECIPE(tc::variants::ProcessSaltedAugmentation, "process_salted_augmentation",
           "the augmentation seed is salted with a value read once per process from std::random_device")
-    ->MustBeCaughtBy({"reproducibility"});
+    ->MustBeCaughtBy({"reproducibility"})
+    ->Breaks("reproducibility", {"other_process_bitwise"});
 TC_RECIPE(tc::variants::SeedWithoutLoaderGenerator, "seed_without_loader_generator",
           "torch is seeded but the loader's own generator is not")
-    ->MustBeCaughtBy({"reproducibility"});
+    ->MustBeCaughtBy({"reproducibility"})
+    ->Breaks("reproducibility", {"same_seed_bitwise", "other_process_bitwise"});

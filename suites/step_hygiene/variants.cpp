@@ -45,10 +45,13 @@ class ZeroGradBeforeStep : public ref::ReferenceRun {
 
 TC_RECIPE(tc::variants::NoZeroGrad, "no_zero_grad",
           "gradients are never cleared")
-    ->MustBeCaughtBy({"step_hygiene"});
+    ->MustBeCaughtBy({"step_hygiene"})
+    ->Breaks("step_hygiene", {"fresh_gradients"});
 TC_RECIPE(tc::variants::ClipAfterStep, "clip_after_step",
           "gradients are clipped after optimizer.step()")
-    ->MustBeCaughtBy({"step_hygiene"});
+    ->MustBeCaughtBy({"step_hygiene"})
+    ->Breaks("step_hygiene", {"clip_between_backward_and_step"});
 TC_RECIPE(tc::variants::ZeroGradBeforeStep, "zero_grad_before_step",
           "zero_grad() sits between backward and step")
-    ->MustBeCaughtBy({"step_hygiene"});
+    ->MustBeCaughtBy({"step_hygiene"})
+    ->Breaks("step_hygiene", {"fresh_gradients"});

@@ -20,7 +20,12 @@ namespace {
 
 std::string shape_of(const at::Tensor& t) {
   std::string s;
-  for (int64_t d : t.sizes()) s += (s.empty() ? "" : "x") + std::to_string(d);
+  for (int64_t d : t.sizes()) {
+    // Appended in two steps: `"x" + std::to_string(d)` (operator+ inserting into the temporary)
+    // makes GCC 12 at -O2 warn -Wstringop-overflow with a bound above PTRDIFF_MAX, a false positive.
+    if (!s.empty()) s += 'x';
+    s += std::to_string(d);
+  }
   return s;
 }
 
