@@ -285,6 +285,7 @@ int cmd_compare(const CompareArgs& a) {
 // `bench [--json PATH] [google-benchmark flags]`: parsed by hand so that every Google Benchmark
 // flag passes through untouched; Google Benchmark rejects the ones it does not know.
 int cmd_bench(int argc, char** argv) {
+  apply_thread_count();  // as for run: the benchmarks' intra-op threads (recorded in the environment)
   std::string json_path = "reports/latest-bench.json", turns_dir;
   long long iterations = 0;
   bool merge = false, has_repetitions = false;

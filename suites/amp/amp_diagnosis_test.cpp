@@ -74,9 +74,18 @@ TEST(AmpParityMisattribution, ABrokenResumeOrSeedIsNamedAsThePreconditionNotAPre
 
 // The amp cell fingerprints its first mixed-precision run (bf16 on the CPU) for `compare`: the
 // same build, seed and threads give the same fingerprint bit for bit.
+// The reference without its AmpProbe::amp_step_on: the cell records its speed as not measured,
+// which leaves the fingerprinted parity run as it is and spares the 20-40 s speed protocol twice.
+class ReferenceWithoutSpeedProbe : public ref::ReferenceRun {
+ public:
+  std::function<double()> amp_step_on(const AmpWorkload&) override { return {}; }
+};
+
 TEST(AmpFingerprint, TheMixedPrecisionRunIsFingerprintedTheSameTwice) {
-  const Cell a = run_one("amp", "reference");
-  const Cell b = run_one("amp", "reference");
+  auto make = [] { return std::unique_ptr<tc::Run>(new ReferenceWithoutSpeedProbe()); };
+  const Cell a = run_one("amp", "reference_without_speed_probe", make);
+  const Cell b = run_one("amp", "reference_without_speed_probe", make);
+  EXPECT_NE(a.evidence.find("AMP procedure speed: not measured"), std::string::npos) << a.evidence;
   ASSERT_TRUE(a.metrics.contains("fingerprint")) << a.metrics.dump().substr(0, 500);
   const nlohmann::json& fa = a.metrics["fingerprint"];
   EXPECT_EQ(fa["format"], "torchconform.fingerprint/1");
