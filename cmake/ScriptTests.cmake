@@ -1,17 +1,12 @@
 # Tests of the scripts beside the binary (ci/nightly, the GPU bundle's run.sh and bundle.py) and of
 # the JSON documents `ab` and `qualify` write, against their committed schemas. Included at the end
-# of cmake/TorchConformTests.cmake (TC_TEST_OUT, TC_PYTHON and the torchconform target are set).
-if(TC_PYTHON)
-  set(TC_SCRIPT_PYTHON ${TC_PYTHON})
-else()
-  set(TC_SCRIPT_PYTHON python3)
-endif()
+# of cmake/TorchConformTests.cmake (TC_TEST_OUT, TC_PYTHON, TC_TEST_PYTHON and the torchconform target are set).
 
 # ci/nightly on a tiny matrix, against this build (TC_NIGHTLY_BIN: no set-up, no build): three runs
 # in a temporary history with a temporary baseline: baseline created (exit 0), gated and passed
 # (exit 0), then every step 50 ms slower: a regression named, exit 1. About 30-60 s.
 add_test(NAME scripts.nightly
-         COMMAND ${CMAKE_COMMAND} -E env PYTHON=${TC_SCRIPT_PYTHON}
+         COMMAND ${CMAKE_COMMAND} -E env PYTHON=${TC_TEST_PYTHON}
                  bash ${PROJECT_SOURCE_DIR}/ci/tests/nightly_test.sh $<TARGET_FILE_DIR:torchconform>)
 set_tests_properties(scripts.nightly PROPERTIES LABELS "unit;bench" TIMEOUT 600 COST 30
                      ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
@@ -26,7 +21,7 @@ if(TC_PYTHON)
 endif()
 
 # bundle.py's merge, summary, verify, checks and sweep on small fixtures (standard library).
-add_test(NAME scripts.bundle_py COMMAND ${TC_SCRIPT_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_bundle_py.py)
+add_test(NAME scripts.bundle_py COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_bundle_py.py)
 set_tests_properties(scripts.bundle_py PROPERTIES LABELS unit TIMEOUT 120)
 
 # The JSON of real `ab` and `qualify` runs validated against reports/schema/ (python-jsonschema),

@@ -4,6 +4,12 @@ include(GoogleTest)
 include(${PROJECT_SOURCE_DIR}/cmake/TorchConformGTest.cmake)
 
 set(TC_TEST_OUT ${CMAKE_BINARY_DIR}/test-output)
+# The Python the tests run (the venv's, with jsonschema), or python3 where none was configured.
+if(TC_PYTHON)
+  set(TC_TEST_PYTHON ${TC_PYTHON})
+else()
+  set(TC_TEST_PYTHON python3)
+endif()
 file(MAKE_DIRECTORY ${TC_TEST_OUT})
 
 # --- unit tests -------------------------------------------------------------------------------
@@ -68,6 +74,7 @@ set_tests_properties(cli.uncaught_variant_exits_1 PROPERTIES LABELS unit)
 # each blind spot's broken recipe is caught, a precondition is named instead of another promise.
 add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/amp/amp_diagnosis_test.cpp
                               suites/device_agnostic/judge_test.cpp suites/data_saturation/judge_test.cpp
+                              suites/checkpoint_safety/checkpoint_safety_test.cpp
                               suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
@@ -109,13 +116,8 @@ set_tests_properties(cli.run_bad_thread_count PROPERTIES ENVIRONMENT "TORCHCONFO
 
 # The README's one line per check equals `torchconform list --json` (names and promises);
 # `ci/readme-checks build/torchconform README.md --write` rewrites the block.
-if(TC_PYTHON)
-  set(TC_README_PYTHON ${TC_PYTHON})
-else()
-  set(TC_README_PYTHON python3)
-endif()
 add_test(NAME docs.readme_checks
-         COMMAND ${TC_README_PYTHON} ${PROJECT_SOURCE_DIR}/ci/readme-checks $<TARGET_FILE:torchconform>
+         COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/readme-checks $<TARGET_FILE:torchconform>
                  ${PROJECT_SOURCE_DIR}/README.md)
 set_tests_properties(docs.readme_checks PROPERTIES LABELS unit)
 
@@ -296,11 +298,6 @@ set_tests_properties(bench.render_html PROPERTIES LABELS "bench;unit" FIXTURES_R
 
 # --- the conformance matrix, one CTest test per cell, discovered from `torchconform list --json` --
 set(TC_BINARY $<TARGET_FILE:torchconform>)
-if(TC_PYTHON)
-  set(TC_TEETH_PYTHON ${TC_PYTHON})
-else()
-  set(TC_TEETH_PYTHON python3)
-endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/conformance_tests.cmake.in
                ${CMAKE_BINARY_DIR}/conformance_tests.cmake.gen @ONLY)
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake
@@ -329,16 +326,11 @@ set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 
 # One executable per layer, each with its corruption corpus (2,000 files, each read in a forked
 # child) and its fuzzers' regressions; the helpers they share in harness/tests/resilience_support.h.
 # Both link the command line and every suite: `run --json` is tested in-process.
-if(TC_PYTHON)
-  set(TC_TEST_PYTHON_EXE ${TC_PYTHON})
-else()
-  set(TC_TEST_PYTHON_EXE python3)
-endif()
 function(tc_resilience_test target source)
   add_executable(${target} ${source})
   target_link_libraries(${target} PRIVATE tc_cli ${TC_SUITE_TARGETS} tc_reference tc_check_support GTest::gtest_main)
   target_compile_definitions(${target} PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                               TC_TEST_PYTHON="${TC_TEST_PYTHON_EXE}")
+                                               TC_TEST_PYTHON="${TC_TEST_PYTHON}")
   tc_use_torch_pch(${target})
   tc_torch_link_fixups(${target})
   tc_gtest_suites(${target} LABELS resilience COSTS CorruptionCorpus=45)
@@ -352,13 +344,8 @@ tc_resilience_test(tc_report_resilience_tests harness/tests/report_resilience_te
 tc_resilience_test(tc_checkpoint_resilience_tests reference/tests/checkpoint_resilience_test.cpp)
 
 # --- the layers: the include rule of DESIGN.md, and that the rule catches a forbidden include ----
-if(TC_PYTHON)
-  set(TC_LAYERS_PYTHON ${TC_PYTHON})
-else()
-  set(TC_LAYERS_PYTHON python3)
-endif()
-add_test(NAME layers.include_rule COMMAND ${TC_LAYERS_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers ${PROJECT_SOURCE_DIR})
-add_test(NAME layers.rule_catches_forbidden_includes COMMAND ${TC_LAYERS_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers --self-test)
+add_test(NAME layers.include_rule COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers ${PROJECT_SOURCE_DIR})
+add_test(NAME layers.rule_catches_forbidden_includes COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers --self-test)
 set_tests_properties(layers.include_rule layers.rule_catches_forbidden_includes PROPERTIES LABELS unit)
 
 # --- the scripts beside the binary (ci/nightly, the GPU bundle) and the ab / qualify JSON schemas --

@@ -3,6 +3,9 @@
 // error of its standard deviation); the reference passes with its largest z-score printed; the
 // layers' default initialisation is caught with its margin.
 #include <cmath>
+#include <random>
+
+#include <ATen/CPUGeneratorImpl.h>
 
 #include <gtest/gtest.h>
 
@@ -37,6 +40,23 @@ class UniformClassifierInit : public ref::ReferenceRun {
   static constexpr double kBound = 0.01 * 1.7320508075688772;
 };
 
+// The reference's initialisation plus a perturbation of its weights drawn from std::random_device
+// (1e-6, far inside the declared distribution): each initialisation differs even under one seed.
+class RandomDeviceInit : public ref::ReferenceRun {
+ protected:
+  ref::ImageClassifier build_model() override {
+    ref::ImageClassifier m = ReferenceRun::build_model();
+    torch::NoGradGuard no_grad;
+    std::random_device entropy;
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>((uint64_t{entropy()} << 32) | entropy());
+    for (auto& p : m->named_parameters()) {
+      // The weights drawn from a distribution (the constants, biases and BatchNorm's, stay exact).
+      if (p.value().dim() >= 2) p.value().add_(1e-6 * torch::randn(p.value().sizes(), g));
+    }
+    return m;
+  }
+};
+
 using testing_recipes::promise_status;
 using testing_recipes::run_one;
 
@@ -61,6 +81,16 @@ TEST(InitRecipes, TheDefaultInitIsCaughtWithAClearMargin) {
   EXPECT_EQ(promise_status(c, "declared_init"), "broken") << c.evidence;
   EXPECT_GT(c.metrics.value("max_abs_z", 0.0), 2 * 5.0) << c.metrics.dump();
   std::cout << c.evidence << "\nmax |z| " << c.metrics.value("max_abs_z", 0.0) << "\n";
+}
+
+// init_reproducible, which no variant breaks: an initialisation that draws from std::random_device
+// is not reproducible under a seed, though every weight still follows its declared distribution.
+TEST(InitRecipes, AnInitThatReadsTheRandomDeviceIsNotReproducible) {
+  const Cell c = run_one("init", "random_device_init", [] { return std::unique_ptr<tc::Run>(new RandomDeviceInit()); });
+  EXPECT_EQ(c.outcome, Outcome::kFail) << c.evidence;
+  EXPECT_EQ(promise_status(c, "init_reproducible"), "broken") << c.evidence;
+  EXPECT_EQ(promise_status(c, "declared_init"), "held") << c.evidence;
+  std::cout << c.evidence << "\n";
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// checkpoint_safety's corrupt_files_rejected, which no variant breaks: a recipe that writes the
+// reference's checkpoint (hash and size on its first line) but loads it without checking them,
+// straight into LibTorch's reader part by part (as `torch.load` does), loads bit-flipped tensor
+// data silently as other state. The reference's loader rejects every such file.
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "reference/reference_run.h"
+#include "suites/tests/test_recipes.h"
+
+namespace tc {
+namespace {
+
+class UncheckedLoad : public ref::ReferenceRun {
+ public:
+  void load_checkpoint(const std::string& path) override {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t line_end = bytes.find('\n');
+    std::istringstream archive(bytes.substr(line_end == std::string::npos ? 0 : line_end + 1));
+    torch::serialize::InputArchive root;
+    root.load_from(archive, options_.device);
+    for (const ref::CheckpointPart& part : checkpoint_parts()) {
+      torch::serialize::InputArchive sub;
+      if (!root.try_read(part.name, sub)) throw std::runtime_error("no '" + part.name + "' state");
+      part.load(sub);
+    }
+  }
+};
+
+TEST(CheckpointSafetyCorruption, ALoaderThatSkipsTheHashLoadsFlippedBitsAsOtherState) {
+  const Cell c = testing_recipes::run_one("checkpoint_safety", "unchecked_load",
+                                          [] { return std::unique_ptr<tc::Run>(new UncheckedLoad()); });
+  EXPECT_EQ(c.outcome, Outcome::kFail) << c.evidence;
+  EXPECT_EQ(testing_recipes::promise_status(c, "corrupt_files_rejected"), "broken") << c.evidence;
+  EXPECT_GT(c.metrics.value("corruptions_loaded_other_state", 0), 0) << c.metrics.dump().substr(0, 800);
+  std::cout << c.evidence << "\n";
+}
+
+}  // namespace
+}  // namespace tc
