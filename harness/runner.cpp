@@ -43,20 +43,7 @@ const ThrownDetection* declared_detection(const CheckInfo& check, const std::str
   return nullptr;
 }
 
-// A broken promise in the check's structured findings (metrics.promises) that the check registered.
-bool breaks_a_registered_promise(const CheckInfo& check, const nlohmann::json& metrics) {
-  if (!metrics.is_object() || !metrics.contains("promises") || !metrics["promises"].is_array()) return false;
-  for (const nlohmann::json& p : metrics["promises"]) {
-    if (!p.is_object() || p.value("status", "") != "broken") continue;
-    const std::string id = p.value("id", "");
-    for (const PromiseInfo& registered : check.promises) {
-      if (registered.id == id) return true;
-    }
-  }
-  return false;
-}
-
-// The ids of the registered promises that broke.
+// The ids of the promises that broke in a check's structured findings (metrics.promises).
 std::vector<std::string> broken_ids(const nlohmann::json& metrics) {
   std::vector<std::string> ids;
   if (!metrics.is_object() || !metrics.contains("promises") || !metrics["promises"].is_array()) return ids;
@@ -64,6 +51,16 @@ std::vector<std::string> broken_ids(const nlohmann::json& metrics) {
     if (p.is_object() && p.value("status", "") == "broken") ids.push_back(p.value("id", ""));
   }
   return ids;
+}
+
+// A broken promise that the check registered.
+bool breaks_a_registered_promise(const CheckInfo& check, const nlohmann::json& metrics) {
+  for (const std::string& id : broken_ids(metrics)) {
+    for (const PromiseInfo& registered : check.promises) {
+      if (registered.id == id) return true;
+    }
+  }
+  return false;
 }
 
 std::string join_ids(const std::vector<std::string>& ids) {

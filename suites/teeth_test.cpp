@@ -6,13 +6,11 @@
 // with a clear margin, is asserted on the cells the conformance ctests run anyway
 // (conformance.cpu.<check>.<recipe>, suites/teeth_cell.py): no cell is computed twice.
 #include <algorithm>
-#include <iostream>
 #include <map>
 #include <set>
 
 #include <gtest/gtest.h>
 
-#include "harness/devices.h"
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
 #include "reference/reference_run.h"
