@@ -76,7 +76,8 @@ add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/a
                               suites/device_agnostic/judge_test.cpp suites/data_saturation/judge_test.cpp
                               suites/checkpoint_safety/checkpoint_safety_test.cpp
                               suites/support/tests/fingerprint_test.cpp
-                              suites/autograd_inplace/autograd_inplace_test.cpp)
+                              suites/autograd_inplace/autograd_inplace_test.cpp
+                              suites/tests/written_differently_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)

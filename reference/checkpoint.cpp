@@ -19,43 +19,40 @@ namespace {
 
 std::string clean(const c10::Error& e) { return e.what_without_backtrace(); }
 
-// Collects, without touching the module, how `archive` differs from `module`'s state.
-void compare_state(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                   const std::string& prefix, std::vector<std::string>& missing,
-                   std::vector<std::string>& unexpected, std::vector<std::string>& wrong_shape,
-                   std::vector<std::string>& wrong_dtype) {
-  std::set<std::string> known;
-  auto check_tensor = [&](const std::string& name, const at::Tensor& expected) {
-    known.insert(name);
-    at::Tensor stored;
-    if (!archive.try_read(name, stored)) {
-      missing.push_back(prefix + name);
-    } else if (stored.sizes() != expected.sizes()) {
-      std::ostringstream s;
-      s << prefix << name << " " << stored.sizes() << " vs " << expected.sizes();
-      wrong_shape.push_back(s.str());
-    } else if (stored.scalar_type() != expected.scalar_type()) {
-      // Module::load would copy_ into a tensor of the other element size and fail with a storage
-      // bounds message that names neither tensor nor dtype.
-      wrong_dtype.push_back("'" + prefix + name + "': checkpoint has " + c10::toString(stored.scalar_type()) +
-                            ", model has " + c10::toString(expected.scalar_type()));
-    }
+// The archive's tensors by their full dotted names, whatever its layout: nested sub-archives (as
+// LibTorch's Module::save writes them), dotted keys at one level (PyTorch's state_dict names:
+// "features.0.weight"), or a Dict[str, Tensor] entry (a state dict saved as one value: its keys are
+// names at the level where it sits). Values of other types are not state and are passed over. A
+// name given twice (by two layouts) is `ambiguous`.
+void flatten_archive(torch::serialize::InputArchive& archive, const std::string& prefix,
+                     std::map<std::string, at::Tensor>& out, std::vector<std::string>& ambiguous, int depth) {
+  if (depth > 64) throw std::runtime_error("model state nested more than 64 levels deep");
+  auto add = [&](const std::string& name, const at::Tensor& t) {
+    if (!out.emplace(name, t).second) ambiguous.push_back(name);
   };
-  for (const auto& p : module.named_parameters(/*recurse=*/false)) check_tensor(p.key(), p.value());
-  for (const auto& b : module.named_buffers(/*recurse=*/false)) check_tensor(b.key(), b.value());
-  for (const auto& child : module.named_children()) {
-    known.insert(child.key());
+  for (const std::string& key : archive.keys()) {
     torch::serialize::InputArchive sub;
-    if (!archive.try_read(child.key(), sub)) {
-      missing.push_back(prefix + child.key() + ".*");
-      continue;
+    at::Tensor t;
+    c10::IValue v;
+    if (archive.try_read(key, sub)) {
+      flatten_archive(sub, prefix + key + ".", out, ambiguous, depth + 1);
+    } else if (archive.try_read(key, t)) {
+      add(prefix + key, t);
+    } else if (archive.try_read(key, v) && v.isGenericDict()) {
+      for (const auto& kv : v.toGenericDict()) {
+        if (kv.key().isString() && kv.value().isTensor()) add(prefix + kv.key().toStringRef(), kv.value().toTensor());
+      }
     }
-    compare_state(*child.value(), sub, prefix + child.key() + ".", missing, unexpected, wrong_shape,
-                  wrong_dtype);
   }
-  for (const std::string& k : archive.keys()) {
-    if (!known.count(k)) unexpected.push_back(prefix + k);
-  }
+}
+
+// The module's state (parameters, then buffers, recursively, in the module's order) by full
+// dotted name.
+std::vector<std::pair<std::string, at::Tensor>> module_state(torch::nn::Module& module) {
+  std::vector<std::pair<std::string, at::Tensor>> state;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) state.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers(/*recurse=*/true)) state.emplace_back(b.key(), b.value());
+  return state;
 }
 
 // A tensor's view must lie within its storage. LibTorch's unpickler sets sizes, strides and offset
@@ -168,6 +165,12 @@ void check_storages_match_records(const std::string& body) {
   };
   auto cu = std::make_shared<torch::jit::CompilationUnit>();
   auto resolve = [&](const c10::QualifiedName& name) {
+    // A container's type tag ("Dict[str, Tensor]", "List[int]": a state dict saved as one entry)
+    // is a type expression, parsed as LibTorch's own reader parses it; classes get placeholders.
+    const std::string& q = name.qualifiedName();
+    if (q.rfind("__torch__.", 0) != 0) {
+      return c10::StrongTypePtr(cu, torch::jit::Unpickler::defaultTypeParser(q));
+    }
     if (auto t = cu->get_class(name)) return c10::StrongTypePtr(cu, t);
     auto t = c10::ClassType::create(name, cu);
     cu->register_type(t);
@@ -342,17 +345,43 @@ void load_parts(const std::vector<CheckpointPart>& parts, const std::string& pat
 }
 
 void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchive& archive) {
-  std::vector<std::string> missing, unexpected, wrong_shape, wrong_dtype;
-  compare_state(module, archive, "", missing, unexpected, wrong_shape, wrong_dtype);
-  if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty() || !wrong_dtype.empty()) {
+  std::map<std::string, at::Tensor> stored;
+  std::vector<std::string> ambiguous, missing, unexpected, wrong_shape, wrong_dtype;
+  flatten_archive(archive, "", stored, ambiguous, 0);
+  const std::vector<std::pair<std::string, at::Tensor>> expected = module_state(module);
+  std::set<std::string> expected_names;
+  for (const auto& [name, t] : expected) expected_names.insert(name);
+  for (const auto& [name, want] : expected) {
+    auto it = stored.find(name);
+    if (it == stored.end()) {
+      missing.push_back(name);
+    } else if (it->second.sizes() != want.sizes()) {
+      std::ostringstream s;
+      s << name << " " << it->second.sizes() << " vs " << want.sizes();
+      wrong_shape.push_back(s.str());
+    } else if (it->second.scalar_type() != want.scalar_type()) {
+      // copy_ would convert silently: a dtype the model does not have is a mismatch.
+      wrong_dtype.push_back("'" + name + "': checkpoint has " + c10::toString(it->second.scalar_type()) +
+                            ", model has " + c10::toString(want.scalar_type()));
+    }
+  }
+  for (const auto& [name, t] : stored) {
+    if (!expected_names.count(name)) unexpected.push_back(name);
+  }
+  if (!ambiguous.empty() || !missing.empty() || !unexpected.empty() || !wrong_shape.empty() || !wrong_dtype.empty()) {
     std::string msg = "model state does not match the model:";
     if (!missing.empty()) msg += " missing " + join(missing) + ";";
     if (!unexpected.empty()) msg += " unexpected " + join(unexpected) + ";";
     if (!wrong_shape.empty()) msg += " wrong shape " + join(wrong_shape) + ";";
     if (!wrong_dtype.empty()) msg += " wrong dtype " + join(wrong_dtype) + ";";
+    if (!ambiguous.empty()) msg += " given twice (nested and flat) " + join(ambiguous) + ";";
     throw std::runtime_error(msg);
   }
-  module.load(archive);
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, t] : expected) {
+    at::Tensor live = t;  // a handle to the module's tensor
+    live.copy_(stored.at(name));
+  }
 }
 
 void load_model_part_strict(torch::nn::Module& module, const std::string& path) {

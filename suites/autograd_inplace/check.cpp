@@ -23,6 +23,8 @@
 
 #include <ATen/Context.h>
 
+#include "suites/support/generators.h"
+#include "suites/support/hooks.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
@@ -34,30 +36,6 @@ constexpr const char* kInplace = "no_inplace_on_saved";
 constexpr const char* kRecompute = "gradient_recomputes";
 constexpr int64_t kRecomputedSteps = 3;
 
-// The default generators' states (CPU, and the cell's accelerator), to give the recomputation the
-// dropout masks the step drew.
-struct GeneratorStates {
-  at::Tensor cpu, device;
-  c10::DeviceType type = c10::DeviceType::CPU;
-};
-
-GeneratorStates save_generators(c10::DeviceType type) {
-  GeneratorStates s;
-  s.type = type;
-  s.cpu = at::detail::getDefaultCPUGenerator().get_state();
-  if (type != c10::DeviceType::CPU) s.device = at::globalContext().defaultGenerator(c10::Device(type)).get_state();
-  return s;
-}
-
-void restore_generators(const GeneratorStates& s) {
-  at::Generator cpu = at::detail::getDefaultCPUGenerator();  // a handle: the default generator itself
-  cpu.set_state(s.cpu);
-  if (s.device.defined()) {
-    at::Generator device = at::globalContext().defaultGenerator(c10::Device(s.type));
-    device.set_state(s.device);
-  }
-}
-
 void copy_into(const NamedTensors& live, const NamedTensors& values) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < live.size() && i < values.size(); ++i) {
@@ -68,12 +46,45 @@ void copy_into(const NamedTensors& live, const NamedTensors& values) {
 struct Recomputed {
   NamedTensors step, recomputed, bound;
   double n = 0, m = 0, u = 0;
+  // Set when the recomputation cannot stand for the step: why (the gradients are then not judged).
+  std::string not_reproduced;
+  double loss = 0.0;  // the recomputed loss
 };
 
+// Whether the forward draws random numbers: two forwards of x (in train mode, no autograd) from
+// other generator states give other outputs. Buffers and generators are left as `buffers_at` and
+// `gen` say.
+bool forward_draws_random_numbers(Run& run, const at::Tensor& x, const NamedTensors& buffers,
+                                  const NamedTensors& buffers_at, const GeneratorStates& gen) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> outs;
+  for (int k = 0; k < 2; ++k) {
+    copy_into(buffers, buffers_at);
+    restore_generators(gen);
+    if (k == 1) {
+      // Another state of every default generator the forward could draw from.
+      at::Generator cpu = at::detail::getDefaultCPUGenerator();
+      cpu.set_current_seed(0x5eed'0001ULL);
+      if (gen.device.defined()) {
+        at::Generator device = at::globalContext().defaultGenerator(c10::Device(gen.type));
+        device.set_current_seed(0x5eed'0002ULL);
+      }
+    }
+    outs.push_back(run.forward_train(x).detach().cpu());
+  }
+  return !torch::equal(outs[0], outs[1]);
+}
+
 // The gradient of the step just taken, recomputed from the state it began in; the run is left as
-// the step left it.
+// the step left it. The recomputation stands for the step when its loss equals the step's loss (to
+// the rounding of a reduction over the output's elements: (numel + 8) u |loss|), or when the
+// forward draws no random numbers (then nothing but the tensors below shapes it). Otherwise the
+// step drew random numbers before its forward (an augmentation on the device, a sample picked for a
+// log), the dropout masks of its forward cannot be given to the recomputation, and the gradients
+// are not judged.
 Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTensors& buffers_before,
-                     const GeneratorStates& gen_before, const std::vector<at::Tensor>& step_grads) {
+                     const GeneratorStates& gen_before, const std::vector<at::Tensor>& step_grads,
+                     double step_loss) {
   const NamedTensors params = run.parameters(), buffers = run.buffers();
   const NamedTensors params_after = snapshot(params), buffers_after = snapshot(buffers);
   const GeneratorStates gen_after = save_generators(gen_before.type);
@@ -90,16 +101,31 @@ Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTen
     }
   }
   std::vector<at::Tensor> grads;
+  Recomputed r;
+  int64_t output_elements = 0;
   {
-    const at::Tensor loss = run.training_loss(run.forward_train(x), y);
+    const at::Tensor out = run.forward_train(x);
+    output_elements = out.numel();
+    const at::Tensor loss = run.training_loss(out, y);
+    r.loss = loss.item<double>();
     grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                   /*create_graph=*/false, /*allow_unused=*/true);
+  }
+  const double u_loss = unit_roundoff_of(c10::kFloat);
+  const double loss_bound = static_cast<double>(output_elements + 8) * u_loss * std::abs(step_loss);
+  if (std::abs(r.loss - step_loss) > loss_bound &&
+      forward_draws_random_numbers(run, x, buffers, buffers_before, gen_before)) {
+    r.not_reproduced = "the forward draws random numbers (two forwards of the step's batch from other generator "
+                       "states differ), and from the generator states the step began with the recomputed loss is " +
+                       format_double(r.loss, 9) + " against the step's " + format_double(step_loss, 9) +
+                       " (bound " + format_double(loss_bound, 3) + "): the step draws random numbers before its "
+                       "forward, so its dropout masks cannot be given to a recomputation";
   }
   copy_into(params, params_after);
   copy_into(buffers, buffers_after);
   restore_generators(gen_after);
+  if (!r.not_reproduced.empty()) return r;
 
-  Recomputed r;
   int64_t largest = 0;
   for (const auto& [n, p] : params) largest = std::max<int64_t>(largest, p.numel());
   r.n = static_cast<double>(x.numel() + largest);
@@ -136,7 +162,7 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
       NamedTensors params, params_before, buffers_before;
       GeneratorStates gen;
       std::vector<at::Tensor> fresh;
-      std::vector<unsigned> hooks;
+      HookSet hooks;  // frozen parameters (requires_grad false) take none
       if (judge) {
         params = run->parameters();
         params_before = snapshot(params);
@@ -144,27 +170,25 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
         gen = save_generators(opts.device.type());
         fresh.resize(params.size());
         for (size_t i = 0; i < params.size(); ++i) {
-          hooks.push_back(params[i].second.register_hook([&fresh, i](const at::Tensor& g) {
+          hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
             at::Tensor c = g.detach().cpu().clone();
             fresh[i] = fresh[i].defined() ? fresh[i] + c : c;
-          }));
+          });
         }
       }
-      StepRecord r;
-      try {
-        r = run->train_step();
-      } catch (...) {
-        for (size_t i = 0; i < hooks.size(); ++i) params[i].second.remove_hook(hooks[i]);
-        throw;
-      }
-      for (size_t i = 0; i < hooks.size(); ++i) params[i].second.remove_hook(hooks[i]);
+      const StepRecord r = run->train_step();
+      hooks.remove_all();
       if (!std::isfinite(r.loss)) throw HarnessError("non-finite loss at step " + std::to_string(done));
       if (!judge) continue;
       Recomputed rc;
       try {
-        rc = recompute(*run, params_before, buffers_before, gen, fresh);
+        rc = recompute(*run, params_before, buffers_before, gen, fresh, r.loss);
       } catch (const ProbeNotProvided& e) {
         not_provided = e.what();
+        continue;
+      }
+      if (!rc.not_reproduced.empty()) {
+        not_provided = "at step " + std::to_string(done) + " " + rc.not_reproduced;
         continue;
       }
       const Tolerance t = compare_within(rc.step, rc.recomputed, rc.bound);

@@ -18,6 +18,8 @@ namespace {
 
 struct Scenario {
   std::vector<std::string> problems;
+  std::string evaluation_problem;  // the evaluation after the last step differs ("" when equal)
+  std::string evaluation_summary;
   nlohmann::json metrics;
   std::string summary;
   nlohmann::json fingerprint;  // of the straight run
@@ -38,19 +40,29 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   const int64_t spe = straight->steps_per_epoch();
   const int64_t k = spe + spe / 2;  // mid-way through the second epoch
   const int64_t n = 2 * spe + 2;    // and on across the next epoch boundary
-  std::vector<double> expected;
-  for (int64_t i = 0; i < n; ++i) expected.push_back(straight->train_step().loss);
+  std::vector<double> expected, lr_expected;
+  for (int64_t i = 0; i < n; ++i) {
+    const StepRecord r = straight->train_step();
+    expected.push_back(r.loss);
+    lr_expected.push_back(r.lr);
+  }
   const NamedTensors params_expected = snapshot(straight->parameters());
   const NamedTensors opt_expected = snapshot(straight->optimizer_state());
+  // State only evaluation uses (averaged weights, a calibration buffer) shows here alone.
+  const EvalResult eval_expected = straight->evaluate();
   straight.reset();
   Scenario o;
   o.fingerprint = training_fingerprint("the straight run of " + std::to_string(n) + " steps" + (amp ? " (fp16 autocast)" : ""),
                                        expected, params_expected);
 
-  std::vector<double> resumed;
+  std::vector<double> resumed, lr_resumed;
   {
     std::unique_ptr<Run> first = make();
-    for (int64_t i = 0; i < k; ++i) resumed.push_back(first->train_step().loss);
+    for (int64_t i = 0; i < k; ++i) {
+      const StepRecord r = first->train_step();
+      resumed.push_back(r.loss);
+      lr_resumed.push_back(r.lr);
+    }
     first->save_checkpoint(path);
   }
   // Brand-new objects, as a new process would build them; then disturb the global generators
@@ -59,15 +71,26 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   torch::manual_seed(std::random_device{}());
   (void)torch::rand({257});
   second->load_checkpoint(path);
-  for (int64_t i = k; i < n; ++i) resumed.push_back(second->train_step().loss);
+  for (int64_t i = k; i < n; ++i) {
+    const StepRecord r = second->train_step();
+    resumed.push_back(r.loss);
+    lr_resumed.push_back(r.lr);
+  }
   const NamedTensors params_resumed = snapshot(second->parameters());
   const NamedTensors opt_resumed = snapshot(second->optimizer_state());
+  const EvalResult eval_resumed = second->evaluate();
 
   nlohmann::json& m = o.metrics;
   m = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
        {"loss_curve_straight", expected}, {"loss_curve_resumed", resumed},
        {"optimizer_state_tensors", opt_expected.size()}};
   std::vector<std::string>& problems = o.problems;
+  // The learning rate first: a schedule that did not resume explains every difference after it.
+  if (auto lr = first_difference(lr_expected, lr_resumed)) {
+    problems.push_back("the learning rate differs first, at step " + std::to_string(*lr) + ": " +
+                       format_double(lr_expected[*lr], 9) + " straight, " + format_double(lr_resumed[*lr], 9) +
+                       " resumed" + (static_cast<int64_t>(*lr) >= k ? " (the scheduler's position did not resume)" : ""));
+  }
   auto curve = first_difference(expected, resumed);
   m["first_divergence_step"] = curve ? nlohmann::json(*curve) : nlohmann::json(nullptr);
   if (curve) problems.push_back("losses diverge at " + describe_curve_difference(expected, resumed, *curve));
@@ -84,6 +107,24 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
     problems.push_back("optimizer state '" + opt->name + "' differs (max |diff| " +
                        format_double(opt->max_abs_diff, 3) + ")" + opt->detail);
   }
+  const at::Tensor le = eval_expected.logits.defined() ? eval_expected.logits.cpu() : at::Tensor();
+  const at::Tensor lr_ = eval_resumed.logits.defined() ? eval_resumed.logits.cpu() : at::Tensor();
+  const bool logits_equal = le.defined() == lr_.defined() && (!le.defined() || (le.sizes() == lr_.sizes() && torch::equal(le, lr_)));
+  m["evaluation_equal"] = logits_equal && eval_expected.loss == eval_resumed.loss;
+  if (!m["evaluation_equal"].get<bool>()) {
+    o.evaluation_problem = "evaluate() after the last step: loss " + format_double(eval_expected.loss, 9) +
+                           " straight, " + format_double(eval_resumed.loss, 9) + " resumed" +
+                           (le.defined() && lr_.defined() && le.sizes() == lr_.sizes()
+                                ? ", logits max |diff| " + format_double(max_abs_diff(le, lr_), 3)
+                                : std::string(", logits of other shapes")) +
+                           (problems.empty() ? " while losses, parameters and optimizer state were bitwise equal: "
+                                               "state only evaluation uses did not resume"
+                                             : "");
+  }
+  o.evaluation_summary = "evaluate() after " + std::to_string(n) + " steps straight and after the resume: loss " +
+                         format_double(eval_expected.loss, 9) + " and " +
+                         (le.defined() ? std::to_string(le.size(0)) + " logit rows" : std::string("no logits")) +
+                         " bitwise equal";
   const std::string head = std::to_string(n) + " steps straight";
   o.summary = problems.empty()
                   ? head + " == " + std::to_string(k) + " steps + save + new objects + load + " +
@@ -117,6 +158,11 @@ bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out, nlohm
   }
   out.held("resume_bitwise",
            plain.summary + (amp_next ? "" : "\n(no AMP pass: the recipe does not implement tc::AmpProbe)"));
+  if (plain.evaluation_problem.empty()) {
+    out.held("resume_evaluation", plain.evaluation_summary);
+  } else {
+    out.broken("resume_evaluation", plain.evaluation_problem);
+  }
   return true;
 }
 
@@ -159,6 +205,8 @@ TC_CHECK(resume_equality,
          "N steps straight equal k steps + save + fresh objects + load + N-k steps "
               "(k mid-epoch): losses, parameters, optimizer state bitwise")
     ->Promise("resume_bitwise", "N steps straight equal k steps + save + fresh objects + load + N-k steps (k mid-epoch): losses, parameters, optimizer state bitwise")
+    ->Promise("resume_evaluation", "after the resume, evaluation equals the straight run's bitwise (state only "
+                                   "evaluation uses resumes too)")
     ->Promise("resume_bitwise_amp", "the same with fp16 autocast + GradScaler, the scaler's scale and growth tracker "
                                     "included (recipes that implement tc::AmpProbe)");
 }  // namespace tc

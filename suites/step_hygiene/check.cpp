@@ -35,9 +35,16 @@
 // it saved (a round trip of the same data: bitwise by nature). When they are not, the cell is
 // skipped with the precondition named: resume_equality judges the checkpoint; a step-order failure
 // here would blame the wrong practice.
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "suites/support/fingerprint.h"
+#include "suites/support/generators.h"
+#include "suites/support/hooks.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
@@ -128,6 +135,7 @@ struct Cause {
   std::string promise;
   std::string text;
   bool gradient_was_fresh = false;  // the explanation uses this step's gradient alone
+  bool proven = true;               // false: no replay reproduced the update
 };
 
 Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const NamedTensors& start,
@@ -185,7 +193,105 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
   return {kFresh, std::string("none of the explanations tried reproduces it (a step with no gradient; ") +
                       (max_norm > 0 && norm > max_norm ? "the gradient unclipped; " : "") +
                       (had_left ? "this step's gradient plus the previous step's" : "no gradient was left from a previous step") +
-                      "): cause not determined"};
+                      ")",
+          false, false};
+}
+
+// --- experiments on the recipe's own step ----------------------------------------------------------
+// For an update the replay model (backward's gradient -> clip -> the recipe's optimizer) does not
+// reproduce: the recipe may change the gradient or the parameters in ways the model does not know
+// (weight decay written by hand, a gradient transform). The step itself is run again from the
+// snapshot it began in (its checkpoint and the default generators' states), as it is and with one
+// thing changed; the same code twice from the same state is bitwise the same, so any difference is
+// the change's doing.
+
+// A gaussian tensor like `like` (its shape, dtype, device) with the root mean square `rms`, from a
+// private generator (the default generators are not touched).
+at::Tensor noise_like(const at::Tensor& like, double rms, at::Generator& gen) {
+  at::Tensor n = torch::randn(like.sizes(), gen, torch::TensorOptions().dtype(torch::kFloat));
+  return (n * rms).to(like.options());
+}
+
+double rms_of(const at::Tensor& g) {
+  if (!g.defined() || g.numel() == 0) return 0.0;
+  const double r = g.to(torch::kDouble).pow(2).mean().sqrt().item<double>();
+  return r > 0 && std::isfinite(r) ? r : 0.0;
+}
+
+NamedTensors step_from(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
+                       const GeneratorStates& gen, const std::function<void(Run&, HookSet&)>& change) {
+  std::unique_ptr<Run> r = ctx.make_run();
+  r->setup(opts);
+  r->load_checkpoint(before);
+  restore_generators(gen);
+  HookSet hooks;
+  if (change) change(*r, hooks);
+  r->train_step();
+  hooks.remove_all();
+  return snapshot(r->parameters());
+}
+
+struct Experiments {
+  std::optional<std::string> stale_used;    // proven: a gradient left before the step moves the update
+  std::optional<std::string> grad_ignored;  // proven: the backward's gradient does not move the update
+  std::string held;                         // what the experiments showed of a correct step
+};
+
+Experiments run_experiments(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
+                            const GeneratorStates& gen, const NamedTensors& start,
+                            const std::vector<at::Tensor>& fresh) {
+  auto scale = [&fresh](size_t i) {
+    const double r = i < fresh.size() ? rms_of(fresh[i]) : 0.0;
+    return r > 0 ? r : 1e-3;
+  };
+  Experiments e;
+  const NamedTensors as_is = step_from(ctx, opts, before, gen, nullptr);
+  // 1. A gradient left on the parameters before the step (as a previous step leaves it): a step
+  //    that clears gradients before its backward makes the same update.
+  const NamedTensors with_stale = step_from(ctx, opts, before, gen, [&](Run& r, HookSet&) {
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(0x57a1e);
+    const NamedTensors ps = r.parameters();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      if (ps[i].second.requires_grad()) ps[i].second.mutable_grad() = noise_like(ps[i].second, scale(i), g);
+    }
+  });
+  if (auto d = first_tensor_difference(as_is, with_stale)) {
+    const NamedTensors again = step_from(ctx, opts, before, gen, nullptr);
+    if (auto d2 = first_tensor_difference(as_is, again)) {
+      throw SkipCell("precondition not met: the step run twice from the same checkpoint and generator states "
+                     "gives two updates ('" + d2->name + "' max |diff| " + format_double(d2->max_abs_diff, 3) +
+                     "), so an experiment on it proves nothing; step_hygiene not judged");
+    }
+    e.stale_used = "the step run again from the same snapshot with a gradient left on the parameters beforehand "
+                   "(gaussian, the size of this step's) makes another update ('" + d->name + "' max |diff| " +
+                   format_double(d->max_abs_diff, 3) + "; the same step without it is bitwise reproducible): "
+                   "gradients are not cleared before backward, so they accumulate across steps";
+    return e;
+  }
+  // 2. The backward's gradient changed on its way (a hook adds noise the size of the gradient): a
+  //    step whose optimizer uses that gradient makes another update.
+  if (!first_tensor_difference(start, as_is)) {
+    e.held = "a gradient left before the step does not change its update (bitwise); whether the backward's "
+             "gradient reaches the optimizer not judged: the step did not change any parameter";
+    return e;
+  }
+  const NamedTensors perturbed = step_from(ctx, opts, before, gen, [&](Run& r, HookSet& hooks) {
+    auto g = std::make_shared<at::Generator>(at::make_generator<at::CPUGeneratorImpl>(0x9e7));
+    const NamedTensors ps = r.parameters();
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const double rms = scale(i);
+      hooks.add_replacing(ps[i].second, [g, rms](const at::Tensor& grad) { return grad + noise_like(grad, rms, *g); });
+    }
+  });
+  if (!first_tensor_difference(as_is, perturbed)) {
+    e.grad_ignored = "the step run again from the same snapshot with noise the size of the gradient added to the "
+                     "backward's gradient makes bitwise the same update: the gradient backward computes never "
+                     "reaches the optimizer (cleared between backward and step)";
+    return e;
+  }
+  e.held = "a gradient left before the step does not change its update (bitwise), and the backward's gradient "
+           "does (noise added to it moves the update)";
+  return e;
 }
 
 CheckResult check_step_hygiene(const CheckContext& ctx) {
@@ -204,22 +310,25 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   double worst_ratio = 0.0, worst_diff = 0.0;
   std::string worst_where;
   std::vector<double> losses;  // the recipe's own steps, for the fingerprint
+  std::string unexplained;     // set when the replay model did not hold and the experiments found nothing
   for (int64_t t = 0; t < steps; ++t) {
     run->save_checkpoint(before);
     const NamedTensors params = run->parameters();
     const NamedTensors start = snapshot(params), state = snapshot(run->optimizer_state());
     const std::vector<double> lrs = learning_rates(run->optimizer());
     const std::vector<at::Tensor> left_before = grads_of(params);
+    const GeneratorStates gen = save_generators(opts.device.type());
     std::vector<at::Tensor> fresh(params.size());
-    std::vector<unsigned> hooks;
+    // Frozen parameters (requires_grad false) get no gradient and take no hook.
+    HookSet hooks;
     for (size_t i = 0; i < params.size(); ++i) {
-      hooks.push_back(params[i].second.register_hook([&fresh, i](const at::Tensor& g) {
+      hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
         at::Tensor c = g.detach().cpu().clone();
         fresh[i] = fresh[i].defined() ? fresh[i] + c : c;  // several backwards in one step add up
-      }));
+      });
     }
     losses.push_back(run->train_step().loss);
-    for (size_t i = 0; i < params.size(); ++i) params[i].second.remove_hook(hooks[i]);
+    hooks.remove_all();
     const NamedTensors recipe_after = snapshot(run->parameters());
     const std::vector<at::Tensor> left_after = grads_of(run->parameters());
 
@@ -272,6 +381,24 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
     }
     const Cause c = explain(ctx, opts, before, start, recipe_after, fresh, left_before, left_after, correct,
                             max_norm, kappa);
+    if (!c.proven) {
+      const Experiments e = run_experiments(ctx, opts, before, gen, start, fresh);
+      const std::string mismatch = "step " + std::to_string(t) + ": the update is not the replay model's (fresh "
+                                   "gradient -> clip to " + format_double(max_norm) + " -> the recipe's optimizer "
+                                   "step): max |diff| " + format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) +
+                                   " (" + describe(tol) + "); " + c.text;
+      f.metrics()["replay_model"] = {{"step", t}, {"reproduced", false}, {"ratio_to_bound", tol.ratio}};
+      if (e.stale_used || e.grad_ignored) {
+        f.metrics()["caught"] = {{"step", t}, {"promise", kFresh}, {"by", "experiment"}};
+        f.broken(kFresh, "step " + std::to_string(t) + ": " + *(e.stale_used ? e.stale_used : e.grad_ignored) +
+                             " (" + mismatch + ")");
+      } else {
+        unexplained = "step " + std::to_string(t) + ": " + e.held + " (" + mismatch +
+                      "; the recipe changes the gradient or the parameters in a way that model does not know, "
+                      "e.g. weight decay written by hand)";
+      }
+      break;
+    }
     f.metrics()["caught"] = {{"step", t}, {"promise", c.promise}, {"margin", tol.ratio},
                              {"max_abs_diff", tol.max_abs_diff}};
     f.broken(c.promise, "step " + std::to_string(t) + ": the update differs from the independent computation "
@@ -292,8 +419,15 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   metrics["fingerprint"] = training_fingerprint(
       "the recipe's run, " + std::to_string(losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")", losses,
       run->parameters());
+  if (f.metrics().contains("replay_model")) metrics["replay_model"] = f.metrics()["replay_model"];
   f.metrics() = metrics;
   if (f.any_broken()) return f.result();
+  if (!unexplained.empty()) {
+    f.held(kFresh, unexplained);
+    f.recorded(kClip, "not judged: clipping is judged through the replay model, which does not reproduce this "
+                      "recipe's update (" + format_double(max_norm) + " is its bound)");
+    return f.result();
+  }
   f.held(kFresh, std::to_string(steps) + " updates equal fresh gradient -> clip to " + format_double(max_norm) +
                      " -> optimizer step within the floating-point bound u(2|p'| + 2|p' - p| + lr(kappa + 2)|g_c|), "
                      "u = " + format_double(bound_metrics.value("unit_roundoff", 0.0), 3) + ", kappa = " +
