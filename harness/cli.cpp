@@ -123,6 +123,8 @@ struct RunArgs {
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
   std::string json_path = "reports/latest.json";
   std::string html_path = "reports/latest.html";
+  double parse_memory_mb = 0.0;  // 0: TORCHCONFORM_PARSE_MEMORY_MB as it is (default 4096)
+  double parse_seconds = 0.0;    // 0: TORCHCONFORM_PARSE_SECONDS as it is (default 60)
 };
 
 // The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
@@ -219,7 +221,17 @@ void apply_thread_count() {
   at::set_num_threads(static_cast<int>(n));
 }
 
+// --parse-memory-mb / --parse-seconds: the limits under which a checkpoint file is first parsed in
+// a child process (reference/bounded_parse.h reads them from the environment, as do the processes
+// a check starts).
+void apply_parse_limits(const RunArgs& a) {
+  if (a.parse_memory_mb < 0 || a.parse_seconds < 0) throw UsageError("--parse-memory-mb and --parse-seconds must be positive");
+  if (a.parse_memory_mb > 0) setenv("TORCHCONFORM_PARSE_MEMORY_MB", std::to_string(a.parse_memory_mb).c_str(), 1);
+  if (a.parse_seconds > 0) setenv("TORCHCONFORM_PARSE_SECONDS", std::to_string(a.parse_seconds).c_str(), 1);
+}
+
 int cmd_run(const RunArgs& a, int argc, char** argv) {
+  apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
   const Registry& reg = Registry::global();
   const RunPlan plan = plan_run(reg, a);
@@ -579,11 +591,16 @@ int cli_main(int argc, char** argv) {
   run->add_option("--part", ra.part,
                   "Run only this part of the one cell given (what a check starts in a fresh process of "
                   "this program, e.g. reproducibility's run in another process)");
+  run->add_option("--parse-memory-mb", ra.parse_memory_mb,
+                  "Memory a checkpoint's first parse may take, in MiB (default 4096): LibTorch's reader meets a "
+                  "file first in a child process under this and --parse-seconds; a file over either is refused");
+  run->add_option("--parse-seconds", ra.parse_seconds, "Time a checkpoint's first parse may take (default 60)");
   run->add_option("--json", ra.json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", ra.html_path, "Report HTML path ('' to skip)")->capture_default_str();
   run->footer(
       "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
-      "the processes it starts; recorded in the report). Exit 0 every cell as expected, 1 a cell missed, "
+      "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "
+      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set. Exit 0 every cell as expected, 1 a cell missed, "
       "false_alarm, fail or error, 77 every cell skipped, 2 bad usage or input.");
 
   std::string report_in, report_html;

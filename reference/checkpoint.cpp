@@ -13,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "harness/util/atomic_file.h"
+#include "reference/bounded_parse.h"
 
 namespace tc::ref {
 namespace {
@@ -246,6 +247,10 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Dev
   if (!in) throw std::runtime_error("cannot read checkpoint '" + path + "': " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
   if (in.bad()) throw std::runtime_error("cannot read checkpoint '" + path + "': read error");
+  // A file on disk may come from anywhere: LibTorch's reader meets it first in a child process under
+  // the parse limits (reference/bounded_parse.h), on the CPU (CUDA does not survive fork).
+  parse_in_child("checkpoint '" + path + "'", parse_limits(),
+                 [&] { (void)open_checkpoint_bytes(bytes, path, c10::Device(c10::kCPU)); });
   return open_checkpoint_bytes(bytes, path, device);
 }
 

@@ -384,6 +384,41 @@ TEST(CheckpointFile, ADictEntryPassesTheChecksAndLoads) {
   EXPECT_TRUE(torch::equal(got.toGenericDict().at("w").toTensor(), torch::arange(6, torch::kFloat)));
 }
 
+// A checkpoint file is first parsed in a child process under a memory and a time limit: a file that
+// needs more is refused with the limit named, nothing loaded, this process unharmed; within the
+// limits it loads as before.
+TEST(CheckpointFile, AParseOverItsLimitsIsRefusedInAChildProcess) {
+  ScratchDir dir;
+  const std::string path = dir.file("big.pt");
+  const at::Tensor big = torch::arange(12 * 1024 * 1024, torch::kFloat);  // 48 MiB
+  save_parts({{"model", [&](auto& a) { a.write("w", big); }, nullptr}}, path);
+  auto load = [&] {
+    at::Tensor got;
+    load_parts({{"model", nullptr, [&](auto& a) { a.read("w", got); }}}, path, torch::kCPU);
+    return got;
+  };
+  auto refusal = [&]() -> std::string {
+    try {
+      load();
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  setenv("TORCHCONFORM_PARSE_MEMORY_MB", "16", 1);
+  std::string e = refusal();
+  EXPECT_NE(e.find("refused: reading checkpoint '" + path + "' needs more than 16 MiB of memory"), std::string::npos) << e;
+  unsetenv("TORCHCONFORM_PARSE_MEMORY_MB");
+  setenv("TORCHCONFORM_PARSE_SECONDS", "0.000001", 1);
+  e = refusal();
+  EXPECT_NE(e.find("needs more than 1e-06 s (TORCHCONFORM_PARSE_SECONDS"), std::string::npos) << e;
+  setenv("TORCHCONFORM_PARSE_SECONDS", "soon", 1);
+  e = refusal();
+  EXPECT_NE(e.find("TORCHCONFORM_PARSE_SECONDS='soon' is not a positive number"), std::string::npos) << e;
+  unsetenv("TORCHCONFORM_PARSE_SECONDS");
+  EXPECT_TRUE(torch::equal(load(), big));  // within the limits (the defaults): loaded
+}
+
 TEST(CheckpointFile, AFlippedPayloadByteFailsTheHash) {
   ScratchDir dir;
   const std::string path = dir.file("c.pt");
