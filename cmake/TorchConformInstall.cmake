@@ -33,6 +33,7 @@ install(DIRECTORY harness/util/ DESTINATION ${TC_INSTALL_INCLUDEDIR}/harness/uti
 install(FILES
   reference/amp_step.h
   reference/autocast.h
+  reference/bounded_parse.h
   reference/checkpoint.h
   reference/data.h
   reference/derived_model.h

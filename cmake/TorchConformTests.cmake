@@ -54,7 +54,8 @@ tc_gtest_suites(tc_reference_tests LABELS unit)
 add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
   suites/eval_mode/correct_recipes_test.cpp
   suites/init/correct_recipes_test.cpp
-  suites/reproducibility/correct_recipes_test.cpp)
+  suites/reproducibility/correct_recipes_test.cpp
+  suites/distributed/correct_recipes_test.cpp)
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)

@@ -169,7 +169,7 @@ void check_storages_match_records(const std::string& body) {
     // A container's type tag ("Dict[str, Tensor]", "List[int]": a state dict saved as one entry)
     // is a type expression, parsed as LibTorch's own reader parses it; classes get placeholders.
     const std::string& q = name.qualifiedName();
-    if (q.rfind("__torch__.", 0) != 0) {
+    if (q.find('[') != std::string::npos) {
       return c10::StrongTypePtr(cu, torch::jit::Unpickler::defaultTypeParser(q));
     }
     if (auto t = cu->get_class(name)) return c10::StrongTypePtr(cu, t);
@@ -308,6 +308,8 @@ torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, c
     throw std::runtime_error("checkpoint '" + path + "' has an unreadable archive: " + clean(e));
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("checkpoint '" + path + "' is malformed: " + e.what());
+  } catch (const std::exception& e) {  // e.g. the type parser's report on a type it does not know
+    throw std::runtime_error("checkpoint '" + path + "' has an unreadable archive: " + e.what());
   }
   torch::serialize::InputArchive archive;
   try {

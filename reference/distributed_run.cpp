@@ -9,7 +9,16 @@ namespace tc::ref {
 DistributedReference::DistributedReference() = default;
 DistributedReference::~DistributedReference() = default;
 
-std::shared_ptr<torch::nn::SequentialImpl> DistributedReference::build_model() const {
+at::Tensor DistributedReference::forward(torch::nn::Module& model, const at::Tensor& x) {
+  auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&model);
+  if (sequential == nullptr) {
+    throw std::invalid_argument("DistributedReference::forward: the model is not a Sequential; a recipe whose "
+                                "build_model() returns another module overrides forward()");
+  }
+  return sequential->forward(x);
+}
+
+std::shared_ptr<torch::nn::Module> DistributedReference::build_model() const {
   torch::manual_seed(static_cast<uint64_t>(options_.seed));  // every rank builds the same weights
   namespace nn = torch::nn;
   auto m = std::make_shared<nn::SequentialImpl>(
@@ -75,7 +84,7 @@ DistStep DistributedReference::train_step() {
   const at::Tensor y = data_->labels().index_select(0, index).to(options_.device);  // (B)
 
   optimizer_->zero_grad();
-  const at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
+  const at::Tensor loss = torch::nn::functional::cross_entropy(forward(*model_, x), y);
   if (reducer_) reducer_->prepare_for_backward({loss});
   try {
     loss.backward();  // the Reducer all-reduces bucket by bucket as gradients become ready
@@ -113,9 +122,7 @@ NamedTensors DistributedReference::last_gradients() const { return last_gradient
 std::pair<at::Tensor, at::Tensor> DistributedReference::last_batch() const { return {last_x_, last_y_}; }
 
 at::Tensor DistributedReference::training_loss(torch::nn::Module& model, const at::Tensor& x, const at::Tensor& y) {
-  auto* sequential = dynamic_cast<torch::nn::SequentialImpl*>(&model);
-  if (sequential == nullptr) throw std::invalid_argument("training_loss: the model is not this recipe's bare_model()");
-  return torch::nn::functional::cross_entropy(sequential->forward(x.to(options_.device)), y.to(options_.device));
+  return torch::nn::functional::cross_entropy(forward(model, x.to(options_.device)), y.to(options_.device));
 }
 
 std::vector<CheckpointPart> DistributedReference::checkpoint_parts() {

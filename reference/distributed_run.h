@@ -74,16 +74,21 @@ class DistributedReference : public DistributedRecipe {
   virtual bool writes_files() const;
   // After a rank-0 write: everyone waits until the file is there.
   virtual void after_write();
+  // The model, the same weights on every rank (seeded with the run's seed): any module. The
+  // reference's is a Sequential; a recipe whose model is not overrides forward() too.
+  virtual std::shared_ptr<torch::nn::Module> build_model() const;
+  // The model's forward (train and evaluation alike).
+  virtual at::Tensor forward(torch::nn::Module& model, const at::Tensor& x);
+  // The full training state: model, optimizer, progress.
+  virtual std::vector<CheckpointPart> checkpoint_parts();
   // -------------------------------------------------------------------------------------------
 
-  std::shared_ptr<torch::nn::SequentialImpl> build_model() const;
-  std::vector<CheckpointPart> checkpoint_parts();
 
   DistRunOptions options_;
   dist::ProcessGroup* group_ = nullptr;
   std::shared_ptr<SyntheticImages> data_;
   std::unique_ptr<torch::data::samplers::DistributedRandomSampler> sampler_;
-  std::shared_ptr<torch::nn::SequentialImpl> model_;
+  std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<torch::optim::SGD> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   int64_t epoch_ = -1;

@@ -95,11 +95,15 @@ DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
 }
 
 std::vector<at::Tensor> ReferenceRun::worker_augmentations(int64_t batches) {
+  return worker_augmentations_in_epoch(0, batches);
+}
+
+std::vector<at::Tensor> ReferenceRun::worker_augmentations_in_epoch(int64_t epoch, int64_t batches) {
   TORCH_CHECK(data_, "worker_augmentations: call setup() first");
   loader_.reset();
-  epoch_ = 0;
   position_ = 0;
-  begin_epoch();
+  for (epoch_ = 0; epoch_ <= epoch; ++epoch_) begin_epoch();  // each epoch draws its seed in turn
+  epoch_ = epoch;
   const at::Tensor probe = data_->images().narrow(0, 0, 4);  // (4, 3, S, S): one fixed input
   const uint64_t epoch_seed = sampler_.epoch_seed();
   Loader loader(0, batches, resolved_loader(options_.device.is_cpu()), [&](int64_t i) {

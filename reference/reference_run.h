@@ -76,6 +76,7 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // LoaderProbe (reference/loader_probe.cpp): the data pipeline measured on its own.
   DataWaitStats measure_data_wait(const LoaderProbeOptions& options) override;
   std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
+  std::vector<at::Tensor> worker_augmentations_in_epoch(int64_t epoch, int64_t batches) override;
   CopyTiming time_host_to_device_copy(int64_t bytes) override;
 
   // AmpProbe: mixed precision is off unless set_amp() asks for it before setup(). On: the forward
@@ -122,8 +123,10 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   void after_backward();
 
   // The evaluation loop shared by evaluate() and its variants: forward every held-out batch.
-  EvalResult eval_loop();
-  Batch make_batch(int64_t index) const;
+  virtual EvalResult eval_loop();
+  // Batch `index` of the current epoch, made on a loader worker: the sampler's indices, the
+  // augmentation with augmentation_seed(), pinned on CUDA.
+  virtual Batch make_batch(int64_t index) const;
   void start_loader(int64_t first);
   // The loader options with the worker count resolved (-1: default_workers for this device).
   LoaderOptions resolved_loader(bool host_trains) const;

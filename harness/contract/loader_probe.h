@@ -76,6 +76,14 @@ class LoaderProbe {
   // After setup(): the recipe's augmentation of one fixed probe input, once per batch position of
   // the first epoch, each made on the loader's worker threads with that batch's seed.
   virtual std::vector<at::Tensor> worker_augmentations(int64_t batches) = 0;
+  // On a freshly set-up run: the same for epoch `epoch` (0 is the first), as training reaches it.
+  // An augmentation that repeats every epoch shows here. Empty (the default): not provided, and
+  // augmentations are compared within one epoch only.
+  virtual std::vector<at::Tensor> worker_augmentations_in_epoch(int64_t epoch, int64_t batches) {
+    (void)epoch;
+    (void)batches;
+    return {};
+  }
   // After setup() on CUDA: one batch-shaped host tensor of about `bytes` moved the way the
   // recipe's train step moves its batches.
   virtual CopyTiming time_host_to_device_copy(int64_t bytes) = 0;

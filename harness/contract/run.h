@@ -73,11 +73,14 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // How a parameter is declared to be initialised (the init check compares against it).
 struct InitSpec {
-  enum class Kind { kNormal, kUniform, kConstant };
+  enum class Kind { kNormal, kUniform, kConstant, kTruncatedNormal };
   std::string parameter;  // name as in parameters()
   Kind kind = Kind::kConstant;
-  double a = 0.0;  // normal: mean; uniform: low; constant: value
-  double b = 0.0;  // normal: std; uniform: high
+  double a = 0.0;  // normal, truncated normal: mean; uniform: low; constant: value
+  double b = 0.0;  // normal, truncated normal: std; uniform: high
+  // Truncated normal: the cutoffs, absolute values (torch.nn.init.trunc_normal_'s a and b, e.g.
+  // -2 and 2 for its default; ViT-style inits use mean 0, std 0.02 cut at +-2 std).
+  double low = 0.0, high = 0.0;
 };
 
 // Thrown by the optional probes below when a recipe does not provide them: cells that need the

@@ -144,9 +144,8 @@ Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTen
 }
 
 CheckResult check_autograd_inplace(const CheckContext& ctx) {
-  std::unique_ptr<Run> run = ctx.make_run();
   const RunOptions opts = run_options(ctx, ctx.seed);
-  run->setup(opts);
+  std::unique_ptr<Run> run = fresh_run(ctx, opts);
   const int64_t steps = run->steps_per_epoch();
   int64_t done = 0;
   Findings f;

@@ -190,15 +190,35 @@ std::string augmentation_problem(const std::vector<at::Tensor>& a, const std::ve
 void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings& out) {
   const int64_t batches = 8;
   ProbedRun<LoaderProbe> other = fresh(ctx);
-  const std::string p = augmentation_problem(probe.worker_augmentations(batches),
-                                             other.probe->worker_augmentations(batches));
+  const std::vector<at::Tensor> first = probe.worker_augmentations(batches);
+  const std::string p = augmentation_problem(first, other.probe->worker_augmentations(batches));
   out.metrics()["augmentations_compared"] = batches;
   if (!p.empty()) {
     out.broken("worker_augmentations", p);
-  } else {
-    out.held("worker_augmentations", std::to_string(batches) +
-                                         " worker augmentations distinct within the epoch and equal across two runs");
+    return;
   }
+  // The next epoch, from a third fresh run: batch i must not get epoch 0's augmentation again (a
+  // worker stream seeded once and never with the epoch repeats itself every epoch).
+  ProbedRun<LoaderProbe> third = fresh(ctx);
+  const std::vector<at::Tensor> next = third.probe->worker_augmentations_in_epoch(1, batches);
+  std::string across = "not compared across epochs: the recipe's LoaderProbe does not give another epoch's "
+                       "augmentations (worker_augmentations_in_epoch)";
+  if (!next.empty()) {
+    for (size_t i = 0; i < next.size() && i < first.size(); ++i) {
+      if (torch::equal(first[i], next[i])) {
+        out.broken("worker_augmentations", "batch " + std::to_string(i) + " of epoch 1 got epoch 0's augmentation "
+                                           "again (bitwise): the augmentation's random stream does not depend on "
+                                           "the epoch, so every epoch repeats the first");
+        return;
+      }
+    }
+    across = "; epoch 1's " + std::to_string(next.size()) + " differ from epoch 0's batch by batch";
+  } else {
+    across = "; " + across;
+  }
+  out.held("worker_augmentations", std::to_string(batches) +
+                                       " worker augmentations distinct within the epoch and equal across two runs" +
+                                       across);
 }
 
 // 2. Data wait with the recipe's own loader, against a device it must keep fed: the best of up to

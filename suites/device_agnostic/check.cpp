@@ -34,8 +34,7 @@ DeviceRun run_on(const CheckContext& ctx, const std::string& device) {
     // A recipe that puts a tensor on a device other than the resolved one either leaves it there
     // (misplaced(), below) or throws where that device does not exist or two devices meet: the
     // errors the check declares as its detection (below). Any other error escapes as the recipe's.
-    std::unique_ptr<Run> run = ctx.make_run();
-    run->setup(opts);
+    std::unique_ptr<Run> run = fresh_run(ctx, opts);
     const at::Tensor x = run->example_input(8);
     r.initial_output = run->predict(x).cpu();
     for (int64_t i = 0; i < run->steps_per_epoch(); ++i) run->train_step();

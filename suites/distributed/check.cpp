@@ -247,6 +247,42 @@ json observe_runs(const CheckContext& ctx, const tc::DistributedProvider& provid
   return runs;
 }
 
+// This rank's part of a resume: n steps straight, against k steps + save + new objects on every
+// rank + load + n - k steps (k mid-epoch, n across the next epoch boundary): losses and parameters
+// of every rank must be bitwise those of the straight run.
+json observe_resume(const CheckContext& ctx, const tc::DistributedProvider& provider, dist::ProcessGroup& pg,
+                    const std::string& base, const c10::Device& device) {
+  const std::string dir = base + "/resume";
+  if (pg.rank() == 0) posix_fs::make_dirs(dir);
+  pg.barrier();
+  std::unique_ptr<tc::DistributedRecipe> straight = provider.make_distributed();
+  straight->setup({device, ctx.seed, ctx.quick, dir}, pg);
+  const int64_t spe = straight->steps_per_epoch();
+  const int64_t k = spe + std::max<int64_t>(1, spe / 2), n = 2 * spe + 1;
+  json o = {{"resume_at", k}, {"steps", n}, {"straight_losses", json::array()}, {"resumed_losses", json::array()}};
+  std::string path;
+  for (int64_t s = 0; s < n; ++s) {
+    o["straight_losses"].push_back(straight->train_step().loss);
+    if (s + 1 == k) path = straight->save_checkpoint();
+  }
+  o["straight_params"] = digest(straight->parameters());
+  straight.reset();
+  pg.barrier();
+  std::unique_ptr<tc::DistributedRecipe> resumed = provider.make_distributed();
+  resumed->setup({device, ctx.seed, ctx.quick, dir}, pg);
+  try {
+    resumed->load_checkpoint(path);
+  } catch (const dist::PeerLost&) {
+    throw;
+  } catch (const std::exception& e) {
+    o["error"] = "load_checkpoint('" + path + "') threw: " + first_line(e.what());
+  }
+  pg.barrier();  // a rank whose load threw still takes the steps: its peers' collectives need it
+  for (int64_t s = k; s < n; ++s) o["resumed_losses"].push_back(resumed->train_step().loss);
+  o["resumed_params"] = digest(resumed->parameters());
+  return o;
+}
+
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
   for (const std::string& x : v) s += (s.empty() ? "" : sep) + x;
@@ -342,7 +378,8 @@ void sampler(const Records& rec, Findings& out) {
   }
   const bool order_changes = order[0][0] != order[0][1];
   out.metrics()["order_changes_with_epoch"] = order_changes;
-  if (!order_changes) problems.push_back("epoch 1 saw the samples in the same order as epoch 0 (set_epoch not called?)");
+  // What was seen, not a guess at why (a sampler reset after set_epoch gives the same order too).
+  if (!order_changes) problems.push_back("epoch 1 saw the samples in the same order as epoch 0, across all ranks");
   const bool repeats = n_runs > 1 && order[0] == order[1];
   out.metrics()["order_repeats_across_runs"] = repeats;
   if (!repeats) problems.push_back("a second run from the same seed saw the samples in another order");
@@ -388,7 +425,7 @@ void rank0_writes(const Records& rec, Findings& out) {
 // parameters; on one host, no rank returned before the file was renamed in.
 void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
   const json& r0 = rec.r0();
-  int bad_loads = 0, early_returns = 0;
+  int bad_loads = 0, early_returns = 0, other_weights = 0;
   std::string first_bad_load;
   for (int k = 0; k < rec.runs(); ++k) {
     for (size_t w = 0; w < r0[k]["saves"].size(); ++w) {
@@ -397,6 +434,7 @@ void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
         const json& o = rec.ranks[r][k]["saves"][w];
         if (o["load"] != "ok") {
           ++bad_loads;
+          if (o["load"].get<std::string>().find("holds other weights") != std::string::npos) ++other_weights;
           if (first_bad_load.empty()) {
             first_bad_load = "rank " + std::to_string(r) + " right after save " + std::to_string(w) + ": " +
                              o["load"].get<std::string>();
@@ -417,15 +455,69 @@ void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
   out.metrics()["loads_after_save_failed"] = bad_loads;
   out.metrics()["saves_returned_before_file_in_place"] = early_returns;
   if (bad_loads || early_returns) {
-    out.broken("checkpoint_loads_unwrapped",
-               "the checkpoint was not there for every rank when save returned: " + first_bad_load);
+    // The headline says what the observations show: a save that returned before its file was in
+    // place, a file whose weights are not a rank's (its replica differs), or a load that failed.
+    const std::string what = early_returns ? "a save returned before the checkpoint was in place"
+                             : other_weights == bad_loads
+                                 ? "right after save, the checkpoint holds other weights than a rank's own (the "
+                                   "replicas differ)"
+                                 : "a rank could not load the checkpoint into a bare model right after save";
+    out.broken("checkpoint_loads_unwrapped", what + " (" + std::to_string(bad_loads) + " failed loads, " +
+                                                 std::to_string(early_returns) + " early returns): " + first_bad_load);
   } else {
     out.held("checkpoint_loads_unwrapped", "every rank loaded each checkpoint into a bare model right after save");
   }
 }
 
+// 6. Training resumes from a checkpoint on every rank: each rank's losses and parameters after the
+// resume are bitwise its own straight run's.
+void resume_every_rank(const std::vector<json>& resumes, Findings& out) {
+  std::vector<std::string> problems;
+  for (size_t r = 0; r < resumes.size(); ++r) {
+    const json& o = resumes[r];
+    const std::string who = "rank " + std::to_string(r);
+    if (o.contains("error")) {
+      problems.push_back(who + ": " + o["error"].get<std::string>());
+      continue;
+    }
+    const std::vector<double> a = o["straight_losses"].get<std::vector<double>>();
+    const std::vector<double> b = o["resumed_losses"].get<std::vector<double>>();
+    const int64_t k = o["resume_at"].get<int64_t>();
+    for (size_t i = 0; i < b.size(); ++i) {
+      const size_t s = static_cast<size_t>(k) + i;
+      if (s < a.size() && a[s] != b[i]) {
+        problems.push_back(who + ": the loss of step " + std::to_string(s) + " is " + format_double(b[i], 9) +
+                           " after the resume, " + format_double(a[s], 9) + " straight");
+        break;
+      }
+    }
+    if (o["straight_params"] != o["resumed_params"]) {
+      problems.push_back(who + ": parameters after " + std::to_string(o["steps"].get<int64_t>()) +
+                         " steps differ from the straight run's (digest " + o["resumed_params"].get<std::string>() +
+                         " vs " + o["straight_params"].get<std::string>() + ")");
+    }
+  }
+  out.metrics()["resume"] = resumes.empty() ? json(nullptr) : json{{"resume_at", resumes[0]["resume_at"]},
+                                                                      {"steps", resumes[0]["steps"]}};
+  if (!problems.empty()) {
+    out.broken("resume_every_rank", "k steps + save + new objects on every rank + load + the rest against the "
+                                    "straight run: " + join(problems, "; "));
+  } else if (!resumes.empty()) {
+    out.held("resume_every_rank", "every rank resumed from the checkpoint saved at step " +
+                                      std::to_string(resumes[0]["resume_at"].get<int64_t>()) + " (mid-epoch) and ran on to step " +
+                                      std::to_string(resumes[0]["steps"].get<int64_t>()) +
+                                      " with losses and parameters bitwise its straight run's");
+  }
+}
+
 // Rank 0: the records of every rank -> the verdict.
-CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, const std::string& label) {
+CheckResult judge(const std::vector<json>& all, int world, bool one_host, const std::string& label) {
+  // all[r] = {"runs": rank r's records of the two runs, "resume": its resume}
+  std::vector<json> ranks, resumes;
+  for (const json& a : all) {
+    ranks.push_back(a["runs"]);
+    resumes.push_back(a["resume"]);
+  }
   const Records rec{ranks, world, one_host};
   Findings f;
   f.metrics() = {{"world_size", world}, {"device_label", label}};
@@ -434,6 +526,7 @@ CheckResult judge(const std::vector<json>& ranks, int world, bool one_host, cons
   sampler(rec, f);
   rank0_writes(rec, f);
   checkpoint_loads_unwrapped(rec, f);
+  resume_every_rank(resumes, f);
   return f.result(label + ":");
 }
 
@@ -466,7 +559,8 @@ CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   const c10::Device device = cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                                   : c10::Device(c10::kCPU);
   const std::string base = ctx.work_dir + "/" + ctx.recipe;
-  const json mine = observe_runs(ctx, *provider, *pg, base, device);
+  const json mine = {{"runs", observe_runs(ctx, *provider, *pg, base, device)},
+                    {"resume", observe_resume(ctx, *provider, *pg, base, device)}};
   pg->store_set("tc/observations/" + std::to_string(pg->rank()), mine.dump());
   const std::string label = std::string(cuda ? "cuda" : "cpu") + "\u00d7" + std::to_string(pg->size());
   if (pg->rank() != 0) {
@@ -508,6 +602,8 @@ TC_CHECK(distributed,
     ->Promise("sampler", "each sample once per epoch across ranks; order changes with set_epoch and repeats")
     ->Promise("rank0_writes", "only rank 0 writes")
     ->Promise("checkpoint_loads_unwrapped", "after save and barrier every rank loads the checkpoint into a bare model")
+    ->Promise("resume_every_rank", "training resumes from a checkpoint on every rank: each rank's losses and "
+                                   "parameters bitwise its straight run's")
     ->MultiProcess(2)
     ->Preflight(tc::require_provider)
     ->Timeout(600);

@@ -59,4 +59,6 @@ TC_RECIPE(tc::variants::NoBarrierAfterSave, "no_barrier_after_save",
 TC_RECIPE(tc::variants::NoGradAllreduce, "no_grad_allreduce",
           "gradients never all-reduced: each rank steps on its own batch's gradients")
     ->MustBeCaughtBy({"distributed"})
-    ->Breaks("distributed", {"ddp_gradients", "replicas_identical", "checkpoint_loads_unwrapped"});
+    // Each rank trains alone; the checkpoint holds rank 0's replica, so rank 1 resumes from weights
+    // that are not its own (resume_every_rank) and loads other weights than its own after save.
+    ->Breaks("distributed", {"ddp_gradients", "replicas_identical", "checkpoint_loads_unwrapped", "resume_every_rank"});

@@ -173,8 +173,7 @@ void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
 }
 
 CheckResult check_eval_mode(const CheckContext& ctx) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, ctx.seed));
+  std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
   std::vector<double> losses;
   for (int64_t i = 0; i < run->steps_per_epoch(); ++i) losses.push_back(run->train_step().loss);  // one epoch
 

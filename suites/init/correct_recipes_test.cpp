@@ -57,8 +57,54 @@ class RandomDeviceInit : public ref::ReferenceRun {
   }
 };
 
+// The classifier's weight from a normal truncated at two standard deviations (std 0.02, cut at
+// +-0.04, as ViT-style recipes initialise), drawn as torch.nn.init.trunc_normal_ does (uniform in
+// the normal's CDF, then its inverse), declared so; `DeclaredPlain` declares N(0, 0.02) instead.
+template <bool DeclaredPlain>
+class TruncatedNormalInit : public ref::ReferenceRun {
+ public:
+  std::vector<InitSpec> declared_init() const override {
+    std::vector<InitSpec> specs = ReferenceRun::declared_init();
+    for (InitSpec& s : specs) {
+      if (s.kind != InitSpec::Kind::kNormal || s.b != 0.01) continue;
+      s = DeclaredPlain ? InitSpec{s.parameter, InitSpec::Kind::kNormal, 0.0, kStd}
+                        : InitSpec{s.parameter, InitSpec::Kind::kTruncatedNormal, 0.0, kStd, -2 * kStd, 2 * kStd};
+    }
+    return specs;
+  }
+
+ protected:
+  ref::ImageClassifier build_model() override {
+    ref::ImageClassifier m = ReferenceRun::build_model();
+    torch::NoGradGuard no_grad;
+    const double cdf_low = 0.5 * std::erfc(2.0 / std::sqrt(2.0));  // Phi(-2)
+    for (auto& p : m->named_parameters()) {
+      if (p.value().dim() != 2) continue;
+      p.value().uniform_(2 * cdf_low - 1, 1 - 2 * cdf_low).erfinv_().mul_(kStd * std::sqrt(2.0));
+      p.value().clamp_(-2 * kStd, 2 * kStd);
+    }
+    return m;
+  }
+
+ private:
+  static constexpr double kStd = 0.02;
+};
+
 using testing_recipes::promise_status;
 using testing_recipes::run_one;
+
+TEST(InitRecipes, ATruncatedNormalDeclaredSoPassesAndDeclaredPlainIsCaught) {
+  const Cell ok = run_one("init", "truncated_normal_init",
+                          [] { return std::unique_ptr<tc::Run>(new TruncatedNormalInit<false>()); });
+  std::cout << ok.evidence << "\n";
+  EXPECT_EQ(ok.outcome, Outcome::kPass) << ok.evidence;
+  EXPECT_EQ(promise_status(ok, "declared_init"), "held") << ok.evidence;
+  const Cell plain = run_one("init", "truncated_declared_plain",
+                             [] { return std::unique_ptr<tc::Run>(new TruncatedNormalInit<true>()); });
+  std::cout << plain.evidence << "\n";
+  EXPECT_EQ(promise_status(plain, "declared_init"), "broken") << plain.evidence;
+  EXPECT_GT(plain.metrics.value("max_abs_z", 0.0), 2 * 5.0) << plain.metrics.dump();
+}
 
 TEST(InitRecipes, AUniformInitDeclaredSoPasses) {
   const Cell c = run_one("init", "uniform_classifier_init");

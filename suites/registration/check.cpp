@@ -141,8 +141,7 @@ void state_dict_round_trip(const CheckContext& ctx, Run& run, const at::Tensor& 
                            Findings& out) {
   ScratchDir scratch;
   run.save_checkpoint(scratch.file("state.pt"));
-  std::unique_ptr<Run> fresh = ctx.make_run();
-  fresh->setup(run_options(ctx, ctx.seed + 1000));
+  std::unique_ptr<Run> fresh = fresh_run(ctx, run_options(ctx, ctx.seed + 1000));
   fresh->load_checkpoint(scratch.file("state.pt"));
   const at::Tensor y3 = fresh->predict(x).cpu();
   out.metrics()["round_trip_equal"] = torch::equal(y1, y3);
@@ -157,8 +156,7 @@ void state_dict_round_trip(const CheckContext& ctx, Run& run, const at::Tensor& 
 }
 
 CheckResult check_registration(const CheckContext& ctx) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, ctx.seed));
+  std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
   Findings f;
   parameters_registered(*run, f);
   const at::Tensor x = run->example_input(16);

@@ -23,8 +23,7 @@ struct Trace {
 };
 
 Trace train(const CheckContext& ctx, int64_t seed) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, seed));
+  std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, seed));
   const int64_t steps = 2 * run->steps_per_epoch();  // two epochs: reshuffle and re-augment
   Trace t;
   for (int64_t i = 0; i < steps; ++i) t.losses.push_back(run->train_step().loss);

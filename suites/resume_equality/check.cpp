@@ -25,6 +25,78 @@ struct Scenario {
   nlohmann::json fingerprint;  // of the straight run
 };
 
+// One run's path: its losses and learning rates, step by step, and where it ended.
+struct Path {
+  std::vector<double> losses, lrs;
+  NamedTensors params, opt;
+  EvalResult eval;
+};
+
+void train(Run& r, int64_t from, int64_t to, Path& p) {
+  for (int64_t i = from; i < to; ++i) {
+    const StepRecord s = r.train_step();
+    p.losses.push_back(s.loss);
+    p.lrs.push_back(s.lr);
+  }
+}
+
+// Where it ended, evaluation included: state only evaluation uses (averaged weights, a calibration
+// buffer) shows there alone.
+void finish(Run& r, Path& p) {
+  p.params = snapshot(r.parameters());
+  p.opt = snapshot(r.optimizer_state());
+  p.eval = r.evaluate();
+}
+
+// The training state compared: the learning rate first (a schedule that did not resume explains
+// every difference after it), losses, parameters, optimizer state.
+void compare_state(const Path& want, const Path& got, int64_t k, Scenario& o) {
+  nlohmann::json& m = o.metrics;
+  std::vector<std::string>& problems = o.problems;
+  if (auto lr = first_difference(want.lrs, got.lrs)) {
+    problems.push_back("the learning rate differs first, at step " + std::to_string(*lr) + ": " +
+                       format_double(want.lrs[*lr], 9) + " straight, " + format_double(got.lrs[*lr], 9) +
+                       " resumed" + (static_cast<int64_t>(*lr) >= k ? " (the scheduler's position did not resume)" : ""));
+  }
+  auto curve = first_difference(want.losses, got.losses);
+  m["first_divergence_step"] = curve ? nlohmann::json(*curve) : nlohmann::json(nullptr);
+  if (curve) problems.push_back("losses diverge at " + describe_curve_difference(want.losses, got.losses, *curve));
+  auto param = first_tensor_difference(want.params, got.params);
+  m["first_diverging_tensor"] = param ? nlohmann::json(param->name) : nlohmann::json(nullptr);
+  m["max_abs_diff"] = param ? param->max_abs_diff : 0.0;
+  if (param) {
+    problems.push_back("parameter '" + param->name + "' differs (max |diff| " +
+                       format_double(param->max_abs_diff, 3) + ")" + param->detail);
+  }
+  if (want.opt.empty()) problems.push_back("the straight run has no optimizer state to compare");
+  if (auto opt = first_tensor_difference(want.opt, got.opt)) {
+    problems.push_back("optimizer state '" + opt->name + "' differs (max |diff| " +
+                       format_double(opt->max_abs_diff, 3) + ")" + opt->detail);
+  }
+}
+
+// The evaluations after the last step compared, bitwise (loss and logits).
+void compare_evaluation(const Path& want, const Path& got, int64_t n, Scenario& o) {
+  const at::Tensor a = want.eval.logits.defined() ? want.eval.logits.cpu() : at::Tensor();
+  const at::Tensor b = got.eval.logits.defined() ? got.eval.logits.cpu() : at::Tensor();
+  const bool same_shape = a.defined() && b.defined() && a.sizes() == b.sizes();
+  const bool logits_equal = a.defined() == b.defined() && (!a.defined() || (same_shape && torch::equal(a, b)));
+  o.metrics["evaluation_equal"] = logits_equal && want.eval.loss == got.eval.loss;
+  if (!o.metrics["evaluation_equal"].get<bool>()) {
+    o.evaluation_problem = "evaluate() after the last step: loss " + format_double(want.eval.loss, 9) +
+                           " straight, " + format_double(got.eval.loss, 9) + " resumed" +
+                           (same_shape ? ", logits max |diff| " + format_double(max_abs_diff(a, b), 3)
+                                       : std::string(", logits of other shapes")) +
+                           (o.problems.empty() ? " while losses, parameters and optimizer state were bitwise equal: "
+                                                 "state only evaluation uses did not resume"
+                                               : "");
+  }
+  o.evaluation_summary = "evaluate() after " + std::to_string(n) + " steps straight and after the resume: loss " +
+                         format_double(want.eval.loss, 9) + " and " +
+                         (a.defined() ? std::to_string(a.size(0)) + " logit rows" : std::string("no logits")) +
+                         " bitwise equal";
+}
+
 // The scenario once; `amp`: with mixed precision (set through AmpProbe before every setup).
 Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   ScratchDir scratch;
@@ -35,34 +107,19 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
     r->setup(run_options(ctx, ctx.seed));
     return r;
   };
-
-  std::unique_ptr<Run> straight = make();
-  const int64_t spe = straight->steps_per_epoch();
-  const int64_t k = spe + spe / 2;  // mid-way through the second epoch
-  const int64_t n = 2 * spe + 2;    // and on across the next epoch boundary
-  std::vector<double> expected, lr_expected;
-  for (int64_t i = 0; i < n; ++i) {
-    const StepRecord r = straight->train_step();
-    expected.push_back(r.loss);
-    lr_expected.push_back(r.lr);
+  Path straight, resumed;
+  int64_t spe = 0, k = 0, n = 0;
+  {
+    std::unique_ptr<Run> r = make();
+    spe = r->steps_per_epoch();
+    k = spe + spe / 2;  // mid-way through the second epoch
+    n = 2 * spe + 2;    // and on across the next epoch boundary
+    train(*r, 0, n, straight);
+    finish(*r, straight);
   }
-  const NamedTensors params_expected = snapshot(straight->parameters());
-  const NamedTensors opt_expected = snapshot(straight->optimizer_state());
-  // State only evaluation uses (averaged weights, a calibration buffer) shows here alone.
-  const EvalResult eval_expected = straight->evaluate();
-  straight.reset();
-  Scenario o;
-  o.fingerprint = training_fingerprint("the straight run of " + std::to_string(n) + " steps" + (amp ? " (fp16 autocast)" : ""),
-                                       expected, params_expected);
-
-  std::vector<double> resumed, lr_resumed;
   {
     std::unique_ptr<Run> first = make();
-    for (int64_t i = 0; i < k; ++i) {
-      const StepRecord r = first->train_step();
-      resumed.push_back(r.loss);
-      lr_resumed.push_back(r.lr);
-    }
+    train(*first, 0, k, resumed);
     first->save_checkpoint(path);
   }
   // Brand-new objects, as a new process would build them; then disturb the global generators
@@ -71,66 +128,23 @@ Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
   torch::manual_seed(std::random_device{}());
   (void)torch::rand({257});
   second->load_checkpoint(path);
-  for (int64_t i = k; i < n; ++i) {
-    const StepRecord r = second->train_step();
-    resumed.push_back(r.loss);
-    lr_resumed.push_back(r.lr);
-  }
-  const NamedTensors params_resumed = snapshot(second->parameters());
-  const NamedTensors opt_resumed = snapshot(second->optimizer_state());
-  const EvalResult eval_resumed = second->evaluate();
+  train(*second, k, n, resumed);
+  finish(*second, resumed);
 
-  nlohmann::json& m = o.metrics;
-  m = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
-       {"loss_curve_straight", expected}, {"loss_curve_resumed", resumed},
-       {"optimizer_state_tensors", opt_expected.size()}};
-  std::vector<std::string>& problems = o.problems;
-  // The learning rate first: a schedule that did not resume explains every difference after it.
-  if (auto lr = first_difference(lr_expected, lr_resumed)) {
-    problems.push_back("the learning rate differs first, at step " + std::to_string(*lr) + ": " +
-                       format_double(lr_expected[*lr], 9) + " straight, " + format_double(lr_resumed[*lr], 9) +
-                       " resumed" + (static_cast<int64_t>(*lr) >= k ? " (the scheduler's position did not resume)" : ""));
-  }
-  auto curve = first_difference(expected, resumed);
-  m["first_divergence_step"] = curve ? nlohmann::json(*curve) : nlohmann::json(nullptr);
-  if (curve) problems.push_back("losses diverge at " + describe_curve_difference(expected, resumed, *curve));
-  auto param = first_tensor_difference(params_expected, params_resumed);
-  m["first_diverging_tensor"] = param ? nlohmann::json(param->name) : nlohmann::json(nullptr);
-  m["max_abs_diff"] = param ? param->max_abs_diff : 0.0;
-  if (param) {
-    problems.push_back("parameter '" + param->name + "' differs (max |diff| " +
-                       format_double(param->max_abs_diff, 3) + ")" + param->detail);
-  }
-  if (opt_expected.empty()) problems.push_back("the straight run has no optimizer state to compare");
-  auto opt = first_tensor_difference(opt_expected, opt_resumed);
-  if (opt) {
-    problems.push_back("optimizer state '" + opt->name + "' differs (max |diff| " +
-                       format_double(opt->max_abs_diff, 3) + ")" + opt->detail);
-  }
-  const at::Tensor le = eval_expected.logits.defined() ? eval_expected.logits.cpu() : at::Tensor();
-  const at::Tensor lr_ = eval_resumed.logits.defined() ? eval_resumed.logits.cpu() : at::Tensor();
-  const bool logits_equal = le.defined() == lr_.defined() && (!le.defined() || (le.sizes() == lr_.sizes() && torch::equal(le, lr_)));
-  m["evaluation_equal"] = logits_equal && eval_expected.loss == eval_resumed.loss;
-  if (!m["evaluation_equal"].get<bool>()) {
-    o.evaluation_problem = "evaluate() after the last step: loss " + format_double(eval_expected.loss, 9) +
-                           " straight, " + format_double(eval_resumed.loss, 9) + " resumed" +
-                           (le.defined() && lr_.defined() && le.sizes() == lr_.sizes()
-                                ? ", logits max |diff| " + format_double(max_abs_diff(le, lr_), 3)
-                                : std::string(", logits of other shapes")) +
-                           (problems.empty() ? " while losses, parameters and optimizer state were bitwise equal: "
-                                               "state only evaluation uses did not resume"
-                                             : "");
-  }
-  o.evaluation_summary = "evaluate() after " + std::to_string(n) + " steps straight and after the resume: loss " +
-                         format_double(eval_expected.loss, 9) + " and " +
-                         (le.defined() ? std::to_string(le.size(0)) + " logit rows" : std::string("no logits")) +
-                         " bitwise equal";
+  Scenario o;
+  o.fingerprint = training_fingerprint("the straight run of " + std::to_string(n) + " steps" + (amp ? " (fp16 autocast)" : ""),
+                                       straight.losses, straight.params);
+  o.metrics = {{"steps", n}, {"resume_at", k}, {"steps_per_epoch", spe},
+               {"loss_curve_straight", straight.losses}, {"loss_curve_resumed", resumed.losses},
+               {"optimizer_state_tensors", straight.opt.size()}};
+  compare_state(straight, resumed, k, o);
+  compare_evaluation(straight, resumed, n, o);
   const std::string head = std::to_string(n) + " steps straight";
-  o.summary = problems.empty()
+  o.summary = o.problems.empty()
                   ? head + " == " + std::to_string(k) + " steps + save + new objects + load + " +
                         std::to_string(n - k) + " (resumed at batch " + std::to_string(k - spe) +
-                        " of epoch 1): losses, " + std::to_string(params_expected.size()) + " parameters and " +
-                        std::to_string(opt_expected.size()) + " optimizer state tensors bitwise equal"
+                        " of epoch 1): losses, " + std::to_string(straight.params.size()) + " parameters and " +
+                        std::to_string(straight.opt.size()) + " optimizer state tensors bitwise equal"
                   : head + " vs " + std::to_string(k) + " + save/load + " + std::to_string(n - k) + ":";
   return o;
 }

@@ -10,8 +10,7 @@ namespace tc {
 namespace {
 
 CheckResult check_shapes(const CheckContext& ctx) {
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(run_options(ctx, ctx.seed));
+  std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
   run->train_step();  // BatchNorm statistics away from their initial values
   const at::Tensor x = run->example_input(8);
   if (x.dim() != 4) throw SkipCell("the recipe's input is not a 4-d image batch: channels_last does not apply");

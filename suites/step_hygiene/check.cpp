@@ -81,8 +81,7 @@ struct Replayed {
 
 Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
                 const std::vector<at::Tensor>& grads, double max_norm) {
-  std::unique_ptr<Run> r = ctx.make_run();
-  r->setup(opts);
+  std::unique_ptr<Run> r = fresh_run(ctx, opts);
   r->load_checkpoint(before);
   Replayed out;
   out.loaded_params = snapshot(r->parameters());
@@ -220,8 +219,7 @@ double rms_of(const at::Tensor& g) {
 
 NamedTensors step_from(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
                        const GeneratorStates& gen, const std::function<void(Run&, HookSet&)>& change) {
-  std::unique_ptr<Run> r = ctx.make_run();
-  r->setup(opts);
+  std::unique_ptr<Run> r = fresh_run(ctx, opts);
   r->load_checkpoint(before);
   restore_generators(gen);
   HookSet hooks;
@@ -294,156 +292,202 @@ Experiments run_experiments(const CheckContext& ctx, const RunOptions& opts, con
   return e;
 }
 
-CheckResult check_step_hygiene(const CheckContext& ctx) {
-  ScratchDir scratch;
-  const std::string before = scratch.file("before-step.pt");
-  const RunOptions opts = run_options(ctx, ctx.seed);
-  std::unique_ptr<Run> run = ctx.make_run();
-  run->setup(opts);
-  const double max_norm = run->clip_norm();
-  const int64_t steps = 4;
+// One step of the recipe, watched: the checkpoint it began from (`before`), its state then, the
+// gradient its backward produced (hooks; frozen parameters take none), the gradients left on the
+// parameters before and after, and the parameters after.
+struct Observed {
+  NamedTensors start, state, after;
+  std::vector<double> lrs;
+  std::vector<at::Tensor> fresh, left_before, left_after;
+  GeneratorStates gen;
+  double loss = 0.0;
+};
 
-  Findings f;
-  nlohmann::json norms = nlohmann::json::array(), per_step = nlohmann::json::array();
-  nlohmann::json bound_metrics;
+Observed observe_step(Run& run, const std::string& before, c10::DeviceType device) {
+  Observed o;
+  run.save_checkpoint(before);
+  const NamedTensors params = run.parameters();
+  o.start = snapshot(params);
+  o.state = snapshot(run.optimizer_state());
+  o.lrs = learning_rates(run.optimizer());
+  o.left_before = grads_of(params);
+  o.gen = save_generators(device);
+  o.fresh.resize(params.size());
+  HookSet hooks;
+  for (size_t i = 0; i < params.size(); ++i) {
+    hooks.add(params[i].second, [&o, i](const at::Tensor& g) {
+      at::Tensor c = g.detach().cpu().clone();
+      o.fresh[i] = o.fresh[i].defined() ? o.fresh[i] + c : c;  // several backwards in one step add up
+    });
+  }
+  o.loss = run.train_step().loss;
+  hooks.remove_all();
+  o.after = snapshot(run.parameters());
+  o.left_after = grads_of(run.parameters());
+  return o;
+}
+
+// The precondition: the checkpoint round trip is exact (else the cell is skipped, named).
+void require_round_trip(const Observed& o, const Replayed& r, int64_t t) {
+  std::string lost;
+  if (auto d = first_tensor_difference(o.start, r.loaded_params)) {
+    lost = "the parameters ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
+           (d->detail.empty() ? "" : ", " + d->detail) + ")";
+  } else if (auto d = first_tensor_difference(o.state, r.loaded_state)) {
+    lost = "the optimizer state ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
+           (d->detail.empty() ? "" : ", " + d->detail) + ")";
+  } else if (o.lrs != r.loaded_lrs) {
+    lost = "the learning rate (" + format_double(o.lrs.empty() ? 0.0 : o.lrs[0], 9) + " saved, " +
+           format_double(r.loaded_lrs.empty() ? 0.0 : r.loaded_lrs[0], 9) + " after loading)";
+  }
+  if (lost.empty()) return;
+  throw SkipCell("precondition not met at step " + std::to_string(t) +
+                 ": save_checkpoint -> load_checkpoint into a fresh run does not reproduce " + lost +
+                 "; resume_equality covers the checkpoint round trip; step_hygiene replays each step from "
+                 "a checkpoint and is not judged" +
+                 (t == 1 ? std::string(" (step 0 had matched)")
+                         : t > 1 ? " (steps 0 to " + std::to_string(t - 1) + " had matched)" : std::string()));
+}
+
+// kappa of the bound for this step's gradient (0 when the recipe does not clip), and its metrics.
+double kappa_of(const std::vector<at::Tensor>& fresh, double max_norm, const NamedTensors& start, nlohmann::json& bound) {
+  int64_t n = 0, m = 0;
+  for (const auto& g : fresh) {
+    if (!g.defined()) continue;
+    n += g.numel();
+    ++m;
+  }
+  const double kappa = max_norm > 0 ? static_cast<double>(n + 2 * m + 8) : 0.0;
+  if (bound.is_null()) {
+    bound = {{"formula", "u * (2|p'| + 2|p' - p| + lr * (kappa + 2) * |g_clipped|)"},
+             {"unit_roundoff", start.empty() ? 0.0 : unit_roundoff_of(start[0].second.scalar_type())},
+             {"kappa", kappa}, {"gradient_elements", n}, {"gradient_tensors", m}};
+  }
+  return kappa;
+}
+
+// What the steps judged so far showed.
+struct Tally {
+  nlohmann::json norms = nlohmann::json::array(), per_step = nlohmann::json::array(), bound;
   int64_t over_bound = 0;  // steps whose fresh gradient norm exceeded the clip bound
   double worst_ratio = 0.0, worst_diff = 0.0;
   std::string worst_where;
-  std::vector<double> losses;  // the recipe's own steps, for the fingerprint
-  std::string unexplained;     // set when the replay model did not hold and the experiments found nothing
-  for (int64_t t = 0; t < steps; ++t) {
-    run->save_checkpoint(before);
-    const NamedTensors params = run->parameters();
-    const NamedTensors start = snapshot(params), state = snapshot(run->optimizer_state());
-    const std::vector<double> lrs = learning_rates(run->optimizer());
-    const std::vector<at::Tensor> left_before = grads_of(params);
-    const GeneratorStates gen = save_generators(opts.device.type());
-    std::vector<at::Tensor> fresh(params.size());
-    // Frozen parameters (requires_grad false) get no gradient and take no hook.
-    HookSet hooks;
-    for (size_t i = 0; i < params.size(); ++i) {
-      hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
-        at::Tensor c = g.detach().cpu().clone();
-        fresh[i] = fresh[i].defined() ? fresh[i] + c : c;  // several backwards in one step add up
-      });
-    }
-    losses.push_back(run->train_step().loss);
-    hooks.remove_all();
-    const NamedTensors recipe_after = snapshot(run->parameters());
-    const std::vector<at::Tensor> left_after = grads_of(run->parameters());
+  std::string unexplained;  // set when the replay model did not hold and the experiments found nothing
+};
 
-    const Replayed correct = replay(ctx, opts, before, fresh, max_norm);
-    // The precondition: the checkpoint round trip is exact.
-    std::string lost;
-    if (auto d = first_tensor_difference(start, correct.loaded_params)) {
-      lost = "the parameters ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
-             (d->detail.empty() ? "" : ", " + d->detail) + ")";
-    } else if (auto d = first_tensor_difference(state, correct.loaded_state)) {
-      lost = "the optimizer state ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
-             (d->detail.empty() ? "" : ", " + d->detail) + ")";
-    } else if (lrs != correct.loaded_lrs) {
-      lost = "the learning rate (" + format_double(lrs.empty() ? 0.0 : lrs[0], 9) + " saved, " +
-             format_double(correct.loaded_lrs.empty() ? 0.0 : correct.loaded_lrs[0], 9) + " after loading)";
-    }
-    if (!lost.empty()) {
-      throw SkipCell("precondition not met at step " + std::to_string(t) +
-                     ": save_checkpoint -> load_checkpoint into a fresh run does not reproduce " + lost +
-                     "; resume_equality covers the checkpoint round trip; step_hygiene replays each step from "
-                     "a checkpoint and is not judged" +
-                     (t == 1 ? std::string(" (step 0 had matched)")
-                            : t > 1 ? " (steps 0 to " + std::to_string(t - 1) + " had matched)" : std::string()));
-    }
-    int64_t n = 0, m = 0;
-    for (const auto& g : fresh) {
-      if (!g.defined()) continue;
-      n += g.numel();
-      ++m;
-    }
-    const double kappa = max_norm > 0 ? static_cast<double>(n + 2 * m + 8) : 0.0;
-    if (bound_metrics.is_null()) {
-      bound_metrics = {{"formula", "u * (2|p'| + 2|p' - p| + lr * (kappa + 2) * |g_clipped|)"},
-                       {"unit_roundoff", start.empty() ? 0.0 : unit_roundoff_of(start[0].second.scalar_type())},
-                       {"kappa", kappa}, {"gradient_elements", n}, {"gradient_tensors", m}};
-    }
-    const double norm = l2(fresh);
-    norms.push_back(norm);
-    const Tolerance tol = against(recipe_after, start, correct, kappa);
-    per_step.push_back({{"step", t}, {"ratio_to_bound", tol.ratio}, {"max_abs_diff", tol.max_abs_diff},
-                        {"worst", describe(tol)}});
-    if (tol.within()) {
-      if (max_norm > 0 && norm > max_norm) ++over_bound;
-      if (tol.ratio >= worst_ratio) {
-        worst_ratio = tol.ratio;
-        worst_diff = tol.max_abs_diff;
-        worst_where = "step " + std::to_string(t) + " " + describe(tol);
-      }
-      continue;
-    }
-    const Cause c = explain(ctx, opts, before, start, recipe_after, fresh, left_before, left_after, correct,
-                            max_norm, kappa);
-    if (!c.proven) {
-      const Experiments e = run_experiments(ctx, opts, before, gen, start, fresh);
-      const std::string mismatch = "step " + std::to_string(t) + ": the update is not the replay model's (fresh "
-                                   "gradient -> clip to " + format_double(max_norm) + " -> the recipe's optimizer "
-                                   "step): max |diff| " + format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) +
-                                   " (" + describe(tol) + "); " + c.text;
-      f.metrics()["replay_model"] = {{"step", t}, {"reproduced", false}, {"ratio_to_bound", tol.ratio}};
-      if (e.stale_used || e.grad_ignored) {
-        f.metrics()["caught"] = {{"step", t}, {"promise", kFresh}, {"by", "experiment"}};
-        f.broken(kFresh, "step " + std::to_string(t) + ": " + *(e.stale_used ? e.stale_used : e.grad_ignored) +
-                             " (" + mismatch + ")");
-      } else {
-        unexplained = "step " + std::to_string(t) + ": " + e.held + " (" + mismatch +
-                      "; the recipe changes the gradient or the parameters in a way that model does not know, "
-                      "e.g. weight decay written by hand)";
-      }
-      break;
-    }
+// A step whose update the replay model does not reproduce: the cause proven by a replay (broken,
+// measured against the bound), by an experiment on the recipe's own step (broken), or none (the
+// replay model does not fit the recipe: Tally::unexplained).
+void judge_mismatch(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const Observed& o,
+                    const Replayed& correct, const Tolerance& tol, double max_norm, double kappa, int64_t t,
+                    Tally& tally, Findings& f) {
+  const Cause c = explain(ctx, opts, before, o.start, o.after, o.fresh, o.left_before, o.left_after, correct,
+                          max_norm, kappa);
+  const std::string step = "step " + std::to_string(t) + ": ";
+  if (c.proven) {
     f.metrics()["caught"] = {{"step", t}, {"promise", c.promise}, {"margin", tol.ratio},
                              {"max_abs_diff", tol.max_abs_diff}};
-    f.broken(c.promise, "step " + std::to_string(t) + ": the update differs from the independent computation "
-                        "(fresh gradient -> clip to " + format_double(max_norm) + " -> the recipe's optimizer step) by "
-                        "max |diff| " + format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" +
-                        describe(tol) + "); " + c.text + " (later steps not judged: they start from a different place)");
+    f.broken(c.promise,
+             step + "the update differs from the independent computation (fresh gradient -> clip to " +
+                 format_double(max_norm) + " -> the recipe's optimizer step) by max |diff| " +
+                 format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) + "); " + c.text +
+                 " (later steps not judged: they start from a different place)",
+             tol.ratio, 1.0);
     if (c.promise == kClip && c.gradient_was_fresh) {
       f.held(kFresh, (t == 0 ? std::string("step 0: its gradient was its own")
                              : "steps 0 to " + std::to_string(t) + ": each step's gradient was its own") +
                          ", not accumulated");
     }
-    break;
+    return;
   }
-  nlohmann::json metrics = {{"steps", steps}, {"clip_norm", max_norm}, {"fresh_grad_norms", norms},
-                            {"bound", bound_metrics}, {"per_step", per_step}, {"max_ratio_to_bound", worst_ratio}};
-  if (f.metrics().contains("caught")) metrics["caught"] = f.metrics()["caught"];
+  const Experiments e = run_experiments(ctx, opts, before, o.gen, o.start, o.fresh);
+  const std::string mismatch = step + "the update is not the replay model's (fresh gradient -> clip to " +
+                               format_double(max_norm) + " -> the recipe's optimizer step): max |diff| " +
+                               format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) +
+                               "); " + c.text;
+  f.metrics()["replay_model"] = {{"step", t}, {"reproduced", false}, {"ratio_to_bound", tol.ratio}};
+  if (e.stale_used || e.grad_ignored) {
+    f.metrics()["caught"] = {{"step", t}, {"promise", kFresh}, {"by", "experiment"}};
+    f.broken(kFresh, step + *(e.stale_used ? e.stale_used : e.grad_ignored) + " (" + mismatch + ")");
+  } else {
+    tally.unexplained = step + e.held + " (" + mismatch +
+                        "; the recipe changes the gradient or the parameters in a way that model does not know, "
+                        "e.g. weight decay written by hand)";
+  }
+}
+
+// The promises when no step was caught.
+void conclude(const Tally& tally, int64_t steps, double max_norm, Findings& f) {
+  if (!tally.unexplained.empty()) {
+    f.held(kFresh, tally.unexplained);
+    f.recorded(kClip, "not judged: clipping is judged through the replay model, which does not reproduce this "
+                      "recipe's update (" + format_double(max_norm) + " is its bound)");
+    return;
+  }
+  f.held(kFresh,
+         std::to_string(steps) + " updates equal fresh gradient -> clip to " + format_double(max_norm) +
+             " -> optimizer step within the floating-point bound u(2|p'| + 2|p' - p| + lr(kappa + 2)|g_c|), u = " +
+             format_double(tally.bound.value("unit_roundoff", 0.0), 3) + ", kappa = " +
+             format_double(tally.bound.value("kappa", 0.0), 9) + ": largest deviation " +
+             format_double(tally.worst_ratio, 3) + " of the bound (max |diff| " + format_double(tally.worst_diff, 3) +
+             ", " + tally.worst_where + "; gradient norms " + tally.norms.dump() + ")",
+         tally.worst_ratio, 1.0);
+  if (max_norm <= 0) {
+    f.recorded(kClip, "not judged: the recipe does not clip (clip_norm " + format_double(max_norm) + ")");
+  } else if (tally.over_bound == 0) {
+    f.recorded(kClip, "not judged: no step's fresh gradient norm exceeded " + format_double(max_norm) +
+                          ", so clipping had nothing to do");
+  } else {
+    f.held(kClip, "in " + std::to_string(tally.over_bound) + " of " + std::to_string(steps) +
+                      " steps the fresh gradient norm exceeded " + format_double(max_norm) +
+                      " and the update was made from the clipped gradient");
+  }
+}
+
+CheckResult check_step_hygiene(const CheckContext& ctx) {
+  ScratchDir scratch;
+  const std::string before = scratch.file("before-step.pt");
+  const RunOptions opts = run_options(ctx, ctx.seed);
+  std::unique_ptr<Run> run = fresh_run(ctx, opts);
+  const double max_norm = run->clip_norm();
+  const int64_t steps = 4;
+  Findings f;
+  Tally tally;
+  std::vector<double> losses;  // the recipe's own steps, for the fingerprint
+  for (int64_t t = 0; t < steps; ++t) {
+    const Observed o = observe_step(*run, before, opts.device.type());
+    losses.push_back(o.loss);
+    const Replayed correct = replay(ctx, opts, before, o.fresh, max_norm);
+    require_round_trip(o, correct, t);
+    const double kappa = kappa_of(o.fresh, max_norm, o.start, tally.bound);
+    const double norm = l2(o.fresh);
+    tally.norms.push_back(norm);
+    const Tolerance tol = against(o.after, o.start, correct, kappa);
+    tally.per_step.push_back({{"step", t}, {"ratio_to_bound", tol.ratio}, {"max_abs_diff", tol.max_abs_diff},
+                              {"worst", describe(tol)}});
+    if (!tol.within()) {
+      judge_mismatch(ctx, opts, before, o, correct, tol, max_norm, kappa, t, tally, f);
+      break;
+    }
+    if (max_norm > 0 && norm > max_norm) ++tally.over_bound;
+    if (tol.ratio >= tally.worst_ratio) {
+      tally.worst_ratio = tol.ratio;
+      tally.worst_diff = tol.max_abs_diff;
+      tally.worst_where = "step " + std::to_string(t) + " " + describe(tol);
+    }
+  }
+  nlohmann::json metrics = {{"steps", steps}, {"clip_norm", max_norm}, {"fresh_grad_norms", tally.norms},
+                            {"bound", tally.bound}, {"per_step", tally.per_step},
+                            {"max_ratio_to_bound", tally.worst_ratio}};
+  for (const char* k : {"caught", "replay_model"}) {
+    if (f.metrics().contains(k)) metrics[k] = f.metrics()[k];
+  }
   // What this environment computed, for `compare`: the recipe's run up to the last step judged.
   metrics["fingerprint"] = training_fingerprint(
       "the recipe's run, " + std::to_string(losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")", losses,
       run->parameters());
-  if (f.metrics().contains("replay_model")) metrics["replay_model"] = f.metrics()["replay_model"];
   f.metrics() = metrics;
-  if (f.any_broken()) return f.result();
-  if (!unexplained.empty()) {
-    f.held(kFresh, unexplained);
-    f.recorded(kClip, "not judged: clipping is judged through the replay model, which does not reproduce this "
-                      "recipe's update (" + format_double(max_norm) + " is its bound)");
-    return f.result();
-  }
-  f.held(kFresh, std::to_string(steps) + " updates equal fresh gradient -> clip to " + format_double(max_norm) +
-                     " -> optimizer step within the floating-point bound u(2|p'| + 2|p' - p| + lr(kappa + 2)|g_c|), "
-                     "u = " + format_double(bound_metrics.value("unit_roundoff", 0.0), 3) + ", kappa = " +
-                     format_double(bound_metrics.value("kappa", 0.0), 9) +
-                     ": largest deviation " + format_double(worst_ratio, 3) + " of the bound (max |diff| " +
-                     format_double(worst_diff, 3) + ", " + worst_where + "; gradient norms " + norms.dump() + ")");
-  if (max_norm <= 0) {
-    f.recorded(kClip, "not judged: the recipe does not clip (clip_norm " + format_double(max_norm) + ")");
-  } else if (over_bound == 0) {
-    f.recorded(kClip, "not judged: no step's fresh gradient norm exceeded " + format_double(max_norm) +
-                          ", so clipping had nothing to do");
-  } else {
-    f.held(kClip, "in " + std::to_string(over_bound) + " of " + std::to_string(steps) +
-                      " steps the fresh gradient norm exceeded " + format_double(max_norm) +
-                      " and the update was made from the clipped gradient");
-  }
+  if (!f.any_broken()) conclude(tally, steps, max_norm, f);
   return f.result();
 }
 

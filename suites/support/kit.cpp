@@ -2,6 +2,12 @@
 
 namespace tc {
 
+std::unique_ptr<Run> fresh_run(const CheckContext& ctx, const RunOptions& options) {
+  std::unique_ptr<Run> r = ctx.make_run();
+  r->setup(options);
+  return r;
+}
+
 void Findings::held(const std::string& promise, const std::string& evidence) {
   entries_.push_back({promise, "held", evidence});
 }

@@ -32,6 +32,9 @@ struct ProbedRun {
   P* probe = nullptr;
 };
 
+// A fresh run of the cell's recipe, set up with `options` (most checks: run_options(ctx, seed)).
+std::unique_ptr<Run> fresh_run(const CheckContext& ctx, const RunOptions& options);
+
 // Skips the cell (ProbeNotProvided, the reason naming `interface`) when the recipe lacks P.
 template <typename P>
 ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interface, const std::string& why = "") {
