@@ -300,6 +300,11 @@ torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, c
   if (sha256_hex(body) != bytes.substr(hash_at, 64)) {
     throw std::runtime_error("checkpoint '" + path + "' is corrupt: its content does not match its SHA-256");
   }
+  return open_archive_body(body, path, device);
+}
+
+torch::serialize::InputArchive open_archive_body(const std::string& body, const std::string& path,
+                                                 c10::Device device) {
   // 2. LibTorch parses it (reached only by a file whose hash was computed over its content):
   //    first the storages' declared sizes against their data, then the archive itself.
   try {
@@ -392,7 +397,21 @@ void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchiv
 }
 
 void load_model_part_strict(torch::nn::Module& module, const std::string& path) {
-  torch::serialize::InputArchive root = open_checkpoint(path, torch::kCPU);
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {0, 0, 0, 0};
+  in.read(magic, 4);
+  torch::serialize::InputArchive root;
+  if (in.gcount() == 4 && std::string(magic, 4) == "PK\x03\x04") {
+    // A LibTorch archive a recipe wrote itself (OutputArchive::save_to, torch::save): no hash to
+    // check, the same bounded parse and checks on its content.
+    in.seekg(0);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    parse_in_child("checkpoint '" + path + "'", parse_limits(),
+                   [&] { (void)open_archive_body(bytes, path, c10::Device(c10::kCPU)); });
+    root = open_archive_body(bytes, path, torch::kCPU);
+  } else {
+    root = open_checkpoint(path, torch::kCPU);
+  }
   torch::serialize::InputArchive model;
   if (!root.try_read("model", model)) throw std::runtime_error("the checkpoint has no 'model' state");
   load_module_strict(module, model);

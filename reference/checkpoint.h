@@ -49,6 +49,12 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Dev
 torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, const std::string& name,
                                                      c10::Device device);
 
+// A LibTorch archive's bytes (a checkpoint's body, or a whole archive a recipe wrote itself with
+// OutputArchive::save_to) after the same checks: storages against their data, tensors within their
+// storage. Throws std::runtime_error naming `name`.
+torch::serialize::InputArchive open_archive_body(const std::string& body, const std::string& name,
+                                                 c10::Device device);
+
 // Loads every part; any missing part, or a corrupt file, throws before any part is loaded.
 void load_parts(const std::vector<CheckpointPart>& parts, const std::string& path, c10::Device device);
 
@@ -59,6 +65,8 @@ void load_module_strict(torch::nn::Module& module, torch::serialize::InputArchiv
 
 // Opens the checkpoint at `path` on the CPU and loads its "model" part strictly into `module` (a
 // bare, unwrapped model); throws when the file is unreadable, has no "model" part, or mismatches.
+// The file may be a torchconform.checkpoint/2 or a plain LibTorch archive with a "model" entry
+// (parsed in a child process under the parse limits first, as every checkpoint file is).
 void load_model_part_strict(torch::nn::Module& module, const std::string& path);
 
 using tc::sha256_hex;  // harness/util/sha256.h: SHA-256 of bytes, lower-case hex (OpenSSL)

@@ -2,13 +2,16 @@
 //
 // The first half is training code as a team would write it anyway: a small MLP that classifies
 // synthetic tabular data, AdamW with a step-decay learning rate, gradient clipping, a seeded
-// shuffle, and a checkpoint that holds the full training state. The second half is all that
-// torchconform needs: a tc::Run that drives it (harness/contract/run.h) and one TC_RECIPE line.
+// shuffle, and a checkpoint that holds the full training state; the same training data-parallel
+// under torchrun (gradients averaged by hand with the c10d process group). The second half is all
+// that torchconform needs: a tc::Run that drives it (harness/contract/run.h), a DistributedRecipe
+// for the data-parallel trainer (harness/contract/distributed_probe.h) and one TC_RECIPE line.
 // Linked with torchconform::suite, `team_checks run --recipe team_mlp` runs every check on it.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,8 +19,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "harness/contract/distributed_probe.h"
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
+#include "reference/distributed.h"  // the c10d process group torchrun's workers share
 
 namespace team {
 
@@ -40,6 +45,7 @@ struct Config {
   int64_t lr_decay_every = 4;
   double clip_norm = 1.0;
   double dropout = 0.1;
+  bool batch_norm = true;  // off for data-parallel training: per-rank batch statistics
 };
 
 struct Table {
@@ -64,9 +70,9 @@ void make_tables(const Config& c, Table& train, Table& eval) {
 struct MLPImpl : torch::nn::Module {
   explicit MLPImpl(const Config& c)
       : fc1(register_module("fc1", torch::nn::Linear(c.features, c.hidden))),
-        bn(register_module("bn", torch::nn::BatchNorm1d(c.hidden))),
         drop(register_module("drop", torch::nn::Dropout(c.dropout))),
         fc2(register_module("fc2", torch::nn::Linear(c.hidden, c.classes))) {
+    if (c.batch_norm) bn = register_module("bn", torch::nn::BatchNorm1d(c.hidden));
     // Explicit initialisation (LibTorch's defaults differ between layers and releases):
     // linear weights kaiming-normal (fan_in, relu), biases 0, BatchNorm weight 1 / bias 0.
     torch::NoGradGuard no_grad;
@@ -74,18 +80,21 @@ struct MLPImpl : torch::nn::Module {
       torch::nn::init::kaiming_normal_((*fc)->weight, 0.0, torch::kFanIn, torch::kReLU);
       torch::nn::init::zeros_((*fc)->bias);
     }
-    torch::nn::init::ones_(bn->weight);
-    torch::nn::init::zeros_(bn->bias);
+    if (bn) {
+      torch::nn::init::ones_(bn->weight);
+      torch::nn::init::zeros_(bn->bias);
+    }
   }
 
   torch::Tensor forward(torch::Tensor x) {  // (B, F)
-    x = torch::relu(bn(fc1(x)));            // (B, H)
+    x = fc1(x);                             // (B, H)
+    x = torch::relu(bn ? bn(x) : x);        // (B, H)
     x = drop(x);                            // (B, H)
     return fc2(x);                          // (B, C) logits
   }
 
   torch::nn::Linear fc1;
-  torch::nn::BatchNorm1d bn;
+  torch::nn::BatchNorm1d bn{nullptr};
   torch::nn::Dropout drop;
   torch::nn::Linear fc2;
 };
@@ -275,12 +284,198 @@ class Trainer {
   int64_t step_ = 0;
 };
 
+// The same training data-parallel, one process per device under torchrun: each rank takes its
+// share of each epoch's shuffled order, averages the gradients with the others (what DDP does), then
+// clips and steps AdamW; rank 0 writes checkpoints, every rank reads them to resume. No BatchNorm
+// and no dropout: per-rank batch statistics and masks would make the replicas compute other
+// gradients than one process on the whole batch.
+class DataParallelTrainer {
+ public:
+  DataParallelTrainer(torch::Device device, int64_t seed, tc::ref::dist::ProcessGroup& group, std::string out_dir)
+      : device_(device), seed_(seed), group_(group), out_dir_(std::move(out_dir)) {
+    config_.batch_norm = false;
+    config_.dropout = 0.0;
+    make_tables(config_, train_, eval_);
+    model_ = build_model();  // the same initial weights on every rank
+    model_->to(device_);
+    optimizer_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(config_.lr).weight_decay(config_.weight_decay));
+    apply_schedule();
+  }
+
+  MLP build_model() const {
+    torch::manual_seed(static_cast<uint64_t>(seed_));
+    return MLP(config_);
+  }
+  int64_t per_rank() const { return config_.batch_size / group_.size(); }
+  int64_t steps_per_epoch() const { return config_.train_size / group_.size() / per_rank(); }
+  int64_t dataset_size() const { return config_.train_size; }
+
+  // This rank's share of the epoch's order: every sample once across ranks, a new order each epoch,
+  // the same for a given seed.
+  torch::Tensor shard(int64_t epoch) const {
+    at::Generator g = at::make_generator<at::CPUGeneratorImpl>(static_cast<uint64_t>(seed_) * 1000003u +
+                                                               static_cast<uint64_t>(epoch));
+    const torch::Tensor order = torch::randperm(config_.train_size, g, torch::kLong);
+    return order.slice(0, group_.rank(), config_.train_size, group_.size());  // (N / world)
+  }
+
+  torch::Tensor loss_of(MLPImpl& model, const torch::Tensor& x, const torch::Tensor& y) {
+    return torch::nn::functional::cross_entropy(model.forward(x), y);
+  }
+
+  tc::DistStep train_step() {
+    if (epoch_ < 0 || position_ == steps_per_epoch()) {
+      ++epoch_;
+      position_ = 0;
+      shard_ = shard(epoch_);
+    }
+    model_->train();
+    const torch::Tensor idx = shard_.narrow(0, position_ * per_rank(), per_rank()).contiguous();  // (b)
+    const torch::Tensor x = train_.x.index_select(0, idx).to(device_);               // (b, F)
+    const torch::Tensor y = train_.y.index_select(0, idx).to(device_);               // (b)
+    const torch::Tensor loss = loss_of(*model_, x, y);
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    loss.backward();
+    // One flat buffer of every gradient, summed over ranks (a collective takes one tensor per
+    // device), then averaged and copied back.
+    std::vector<torch::Tensor> grads;
+    for (auto& p : model_->parameters()) grads.push_back(p.grad().flatten());
+    std::vector<torch::Tensor> flat{torch::cat(grads)};
+    group_.allreduce_sum(flat);
+    flat[0].div_(static_cast<double>(group_.size()));
+    last_gradients_.clear();
+    int64_t offset = 0;
+    for (const auto& p : model_->named_parameters()) {
+      torch::Tensor g = p.value().grad();
+      g.copy_(flat[0].narrow(0, offset, g.numel()).view_as(g));
+      offset += g.numel();
+      last_gradients_.emplace_back(p.key(), g.detach().cpu().clone());
+    }
+    last_batch_ = {x.cpu(), y.cpu()};
+    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+    optimizer_->step();
+    tc::DistStep r;
+    r.step = step_++;
+    r.epoch = epoch_;
+    r.loss = loss.item<double>();
+    r.samples.assign(idx.data_ptr<int64_t>(), idx.data_ptr<int64_t>() + idx.numel());
+    ++position_;
+    apply_schedule();
+    losses_.push_back(r.loss);
+    return r;
+  }
+
+  // Rank 0 writes the full training state atomically; the others wait until it is there.
+  std::string save() {
+    const std::string path = out_dir_ + "/checkpoint.pt";
+    if (group_.rank() == 0) {
+      torch::serialize::OutputArchive root, model, optimizer;
+      model_->save(model);
+      optimizer_->save(optimizer);
+      root.write("model", model);
+      root.write("optimizer", optimizer);
+      root.write("epoch", c10::IValue(epoch_));
+      root.write("position", c10::IValue(position_));
+      root.write("step", c10::IValue(step_));
+      root.save_to(path + ".tmp");
+      std::filesystem::rename(path + ".tmp", path);
+    }
+    group_.barrier();
+    return path;
+  }
+
+  // Every rank reads the checkpoint.
+  void load(const std::string& path) {
+    torch::serialize::InputArchive root, model, optimizer;
+    root.load_from(path, device_);
+    root.read("model", model);
+    root.read("optimizer", optimizer);
+    model_->load(model);
+    optimizer_->load(optimizer);
+    epoch_ = read_int(root, "epoch");
+    position_ = read_int(root, "position");
+    step_ = read_int(root, "step");
+    if (epoch_ >= 0) shard_ = shard(epoch_);
+    apply_schedule();
+  }
+
+  std::string write_report() {
+    const std::string path = out_dir_ + "/report.txt";
+    if (group_.rank() == 0) {
+      std::ofstream out(path + ".tmp");
+      for (double l : losses_) out << l << "\n";
+      out.close();
+      std::filesystem::rename(path + ".tmp", path);
+    }
+    group_.barrier();
+    return path;
+  }
+
+  const MLP& model() const { return model_; }
+  const tc::NamedTensors& last_gradients() const { return last_gradients_; }
+  const std::pair<torch::Tensor, torch::Tensor>& last_batch() const { return last_batch_; }
+  torch::Device device() const { return device_; }
+
+ private:
+  void apply_schedule() {
+    const double lr = config_.lr * std::pow(config_.lr_decay, static_cast<double>(step_ / config_.lr_decay_every));
+    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
+  }
+
+  Config config_;
+  torch::Device device_;
+  int64_t seed_;
+  tc::ref::dist::ProcessGroup& group_;
+  std::string out_dir_;
+  Table train_, eval_;
+  MLP model_{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+  torch::Tensor shard_;
+  int64_t epoch_ = -1, position_ = 0, step_ = 0;
+  std::vector<double> losses_;
+  tc::NamedTensors last_gradients_;
+  std::pair<torch::Tensor, torch::Tensor> last_batch_;
+};
+
 // =================================================================================================
 // What torchconform needs: a tc::Run that drives the trainer, and its registration.
 // =================================================================================================
 
-class TeamMlpRun : public tc::Run {
+// The data-parallel trainer as the `distributed` check drives it (harness/contract/distributed_probe.h).
+class TeamMlpDistributed : public tc::DistributedRecipe {
  public:
+  void setup(const tc::DistRunOptions& o, tc::ref::dist::ProcessGroup& group) override {
+    trainer_ = std::make_unique<DataParallelTrainer>(o.device, o.seed, group, o.out_dir);
+  }
+  int64_t steps_per_epoch() const override { return trainer_->steps_per_epoch(); }
+  int64_t dataset_size() const override { return trainer_->dataset_size(); }
+  tc::DistStep train_step() override { return trainer_->train_step(); }
+  tc::NamedTensors parameters() const override {
+    tc::NamedTensors out;
+    for (const auto& p : trainer_->model()->named_parameters()) out.emplace_back(p.key(), p.value());
+    return out;
+  }
+  tc::NamedTensors last_gradients() const override { return trainer_->last_gradients(); }
+  std::pair<at::Tensor, at::Tensor> last_batch() const override { return trainer_->last_batch(); }
+  at::Tensor training_loss(torch::nn::Module& model, const at::Tensor& x, const at::Tensor& y) override {
+    return trainer_->loss_of(dynamic_cast<MLPImpl&>(model), x.to(trainer_->device()), y.to(trainer_->device()));
+  }
+  std::string save_checkpoint() override { return trainer_->save(); }
+  void load_checkpoint(const std::string& path) override { trainer_->load(path); }
+  std::string write_report() override { return trainer_->write_report(); }
+  std::shared_ptr<torch::nn::Module> bare_model() override { return trainer_->build_model().ptr(); }
+
+ private:
+  std::unique_ptr<DataParallelTrainer> trainer_;
+};
+
+class TeamMlpRun : public tc::Run, public tc::DistributedProvider {
+ public:
+  std::unique_ptr<tc::DistributedRecipe> make_distributed() const override {
+    return std::make_unique<TeamMlpDistributed>();
+  }
+
   void setup(const tc::RunOptions& o) override {
     trainer_ = std::make_unique<Trainer>(Config{}, o.device, o.seed, o.deterministic);
   }
