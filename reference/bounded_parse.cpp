@@ -46,6 +46,23 @@ bool out_of_memory_text(const std::string& s) {
          s.find("out of memory") != std::string::npos;
 }
 
+// Reads `fd` until its writer closes it (true) or `seconds` pass (false).
+bool read_until_closed(int fd, double seconds, std::string& out) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (r <= 0) continue;  // timeout slice or EINTR
+    char buf[4096];
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return true;  // the child closed its end: it has exited
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
 // Exit statuses of the child.
 constexpr int kParsed = 0, kThrew = 2, kNoMemory = 3;
 
@@ -96,24 +113,7 @@ void parse_in_child(const std::string& what, const ParseLimits& limits, const st
   }
   close(fds[1]);
   std::string message;
-  bool timed_out = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.seconds);
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{fds[0], POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;  // the child closed its end: it has exited
-    message.append(buf, static_cast<size_t>(n));
-  }
+  const bool timed_out = !read_until_closed(fds[0], limits.seconds, message);
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
   int status = 0;

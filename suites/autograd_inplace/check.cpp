@@ -143,68 +143,99 @@ Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTen
   return r;
 }
 
+// What the judged steps showed of the recomputation.
+struct RecomputeTally {
+  nlohmann::json per_step = nlohmann::json::array(), bound;
+  std::string not_judged;  // why the recomputation could not stand for a step
+  std::optional<std::string> broken;
+  double broken_ratio = 0.0, worst = 0.0;
+  std::string worst_where;
+  bool done() const { return !not_judged.empty() || broken.has_value(); }
+};
+
+// One step with gradient hooks on the parameters (frozen ones take none), then its recomputation
+// judged. Returns the step's record.
+StepRecord judged_step(Run& run, c10::DeviceType device, int64_t step, RecomputeTally& tally, Findings& f) {
+  const NamedTensors params = run.parameters();
+  const NamedTensors params_before = snapshot(params), buffers_before = snapshot(run.buffers());
+  const GeneratorStates gen = save_generators(device);
+  std::vector<at::Tensor> fresh(params.size());
+  HookSet hooks;
+  for (size_t i = 0; i < params.size(); ++i) {
+    hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
+      at::Tensor c = g.detach().cpu().clone();
+      fresh[i] = fresh[i].defined() ? fresh[i] + c : c;
+    });
+  }
+  const StepRecord r = run.train_step();
+  hooks.remove_all();
+  if (!std::isfinite(r.loss)) return r;
+  Recomputed rc;
+  try {
+    rc = recompute(run, params_before, buffers_before, gen, fresh, r.loss);
+  } catch (const ProbeNotProvided& e) {
+    tally.not_judged = e.what();
+    return r;
+  }
+  if (!rc.not_reproduced.empty()) {
+    tally.not_judged = "at step " + std::to_string(step) + " " + rc.not_reproduced;
+    return r;
+  }
+  const Tolerance t = compare_within(rc.step, rc.recomputed, rc.bound);
+  tally.bound = {{"formula", "2 m n u (|g| + max|g|)"}, {"m", rc.m}, {"n", rc.n}, {"unit_roundoff", rc.u}};
+  tally.per_step.push_back({{"step", step}, {"ratio_to_bound", t.ratio}, {"max_abs_diff", t.max_abs_diff},
+                            {"worst", describe(t)}});
+  if (!t.within()) {
+    f.metrics()["caught"] = {{"step", step}, {"margin", t.ratio}, {"max_abs_diff", t.max_abs_diff}};
+    tally.broken_ratio = t.ratio;
+    tally.broken = "step " + std::to_string(step) + ": the gradient backward produced differs from a fresh "
+                   "forward and backward of the same batch from the same parameters by max |diff| " +
+                   format_double(t.max_abs_diff, 3) + ", " + format_double(t.ratio, 3) + "x the bound " +
+                   "2mnu(|g| + max|g|) (" + describe(t) + "): a tensor autograd saved was changed between the "
+                   "forward and the backward without LibTorch's version counter seeing it";
+  } else if (t.ratio >= tally.worst) {
+    tally.worst = t.ratio;
+    tally.worst_where = "step " + std::to_string(step) + " " + describe(t);
+  }
+  return r;
+}
+
+void conclude(const RecomputeTally& tally, int64_t steps, Findings& f) {
+  f.metrics()["steps"] = steps;
+  f.metrics()["recomputed"] = {{"per_step", tally.per_step}, {"bound", tally.bound},
+                               {"max_ratio_to_bound", tally.worst}};
+  f.held(kInplace, std::to_string(steps) +
+                       " training steps: no tensor saved for backward was modified in place "
+                       "(LibTorch's version counters never fired)");
+  if (tally.broken) {
+    f.broken(kRecompute, *tally.broken, tally.broken_ratio, 1.0);
+  } else if (!tally.not_judged.empty()) {
+    f.recorded(kRecompute, "gradient recomputation not judged: " + tally.not_judged);
+  } else {
+    f.held(kRecompute,
+           "steps 0 to " + std::to_string(std::min(kRecomputedSteps, steps) - 1) +
+               ": each step's gradient equals a fresh forward and backward of its batch within the bound "
+               "2mnu(|g| + max|g|) (m = " + format_double(tally.bound.value("m", 0.0)) +
+               ", n = " + format_double(tally.bound.value("n", 0.0), 9) + ", u = " +
+               format_double(tally.bound.value("unit_roundoff", 0.0), 3) + "): largest deviation " +
+               format_double(tally.worst, 3) + " of the bound (" + tally.worst_where + ")",
+           tally.worst, 1.0);
+  }
+}
+
 CheckResult check_autograd_inplace(const CheckContext& ctx) {
   const RunOptions opts = run_options(ctx, ctx.seed);
   std::unique_ptr<Run> run = fresh_run(ctx, opts);
   const int64_t steps = run->steps_per_epoch();
   int64_t done = 0;
   Findings f;
-  nlohmann::json per_step = nlohmann::json::array();
-  std::string not_provided;  // why the recomputation could not run
-  std::optional<std::string> recompute_broken;
-  double worst = 0.0;
-  std::string worst_where;
-  nlohmann::json bound_metrics;
+  RecomputeTally tally;
   try {
     for (; done < steps; ++done) {
-      const bool judge = done < kRecomputedSteps && not_provided.empty() && !recompute_broken;
-      NamedTensors params, params_before, buffers_before;
-      GeneratorStates gen;
-      std::vector<at::Tensor> fresh;
-      HookSet hooks;  // frozen parameters (requires_grad false) take none
-      if (judge) {
-        params = run->parameters();
-        params_before = snapshot(params);
-        buffers_before = snapshot(run->buffers());
-        gen = save_generators(opts.device.type());
-        fresh.resize(params.size());
-        for (size_t i = 0; i < params.size(); ++i) {
-          hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
-            at::Tensor c = g.detach().cpu().clone();
-            fresh[i] = fresh[i].defined() ? fresh[i] + c : c;
-          });
-        }
-      }
-      const StepRecord r = run->train_step();
-      hooks.remove_all();
+      const StepRecord r = done < kRecomputedSteps && !tally.done()
+                               ? judged_step(*run, opts.device.type(), done, tally, f)
+                               : run->train_step();
       if (!std::isfinite(r.loss)) throw HarnessError("non-finite loss at step " + std::to_string(done));
-      if (!judge) continue;
-      Recomputed rc;
-      try {
-        rc = recompute(*run, params_before, buffers_before, gen, fresh, r.loss);
-      } catch (const ProbeNotProvided& e) {
-        not_provided = e.what();
-        continue;
-      }
-      if (!rc.not_reproduced.empty()) {
-        not_provided = "at step " + std::to_string(done) + " " + rc.not_reproduced;
-        continue;
-      }
-      const Tolerance t = compare_within(rc.step, rc.recomputed, rc.bound);
-      bound_metrics = {{"formula", "2 m n u (|g| + max|g|)"}, {"m", rc.m}, {"n", rc.n}, {"unit_roundoff", rc.u}};
-      per_step.push_back({{"step", done}, {"ratio_to_bound", t.ratio}, {"max_abs_diff", t.max_abs_diff},
-                          {"worst", describe(t)}});
-      if (!t.within()) {
-        f.metrics()["caught"] = {{"step", done}, {"margin", t.ratio}, {"max_abs_diff", t.max_abs_diff}};
-        recompute_broken = "step " + std::to_string(done) + ": the gradient backward produced differs from a fresh "
-                           "forward and backward of the same batch from the same parameters by max |diff| " +
-                           format_double(t.max_abs_diff, 3) + ", " + format_double(t.ratio, 3) + "x the bound " +
-                           "2mnu(|g| + max|g|) (" + describe(t) + "): a tensor autograd saved was changed between the "
-                           "forward and the backward without LibTorch's version counter seeing it";
-      } else if (t.ratio >= worst) {
-        worst = t.ratio;
-        worst_where = "step " + std::to_string(done) + " " + describe(t);
-      }
     }
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
@@ -214,23 +245,7 @@ CheckResult check_autograd_inplace(const CheckContext& ctx) {
     f.recorded(kRecompute, "gradient recomputation not judged: training stopped at step " + std::to_string(done));
     return f.result();
   }
-  f.metrics()["steps"] = steps;
-  f.metrics()["recomputed"] = {{"per_step", per_step}, {"bound", bound_metrics}, {"max_ratio_to_bound", worst}};
-  f.held(kInplace, std::to_string(steps) +
-                       " training steps: no tensor saved for backward was modified in place "
-                       "(LibTorch's version counters never fired)");
-  if (recompute_broken) {
-    f.broken(kRecompute, *recompute_broken);
-  } else if (!not_provided.empty()) {
-    f.recorded(kRecompute, "gradient recomputation not judged: " + not_provided);
-  } else {
-    f.held(kRecompute, "steps 0 to " + std::to_string(std::min(kRecomputedSteps, steps) - 1) +
-                           ": each step's gradient equals a fresh forward and backward of its batch within the bound "
-                           "2mnu(|g| + max|g|) (m = " + format_double(bound_metrics.value("m", 0.0)) +
-                           ", n = " + format_double(bound_metrics.value("n", 0.0), 9) + ", u = " +
-                           format_double(bound_metrics.value("unit_roundoff", 0.0), 3) + "): largest deviation " +
-                           format_double(worst, 3) + " of the bound (" + worst_where + ")");
-  }
+  conclude(tally, steps, f);
   return f.result();
 }
 
