@@ -130,6 +130,33 @@ int64_t read_int(torch::serialize::InputArchive& ar, const std::string& key) {
   return v.toInt();
 }
 
+// What both trainers' checkpoints hold besides their own: the model, the optimizer, the progress.
+struct Progress {
+  int64_t epoch = 0, position = 0, step = 0;
+};
+
+void write_training_state(torch::serialize::OutputArchive& root, const torch::nn::Module& model_in,
+                          const torch::optim::Optimizer& optimizer_in, const Progress& p) {
+  torch::serialize::OutputArchive model, optimizer;
+  model_in.save(model);
+  optimizer_in.save(optimizer);
+  root.write("model", model);
+  root.write("optimizer", optimizer);
+  root.write("epoch", c10::IValue(p.epoch));
+  root.write("position", c10::IValue(p.position));
+  root.write("step", c10::IValue(p.step));
+}
+
+Progress read_training_state(torch::serialize::InputArchive& root, torch::nn::Module& model_out,
+                             torch::optim::Optimizer& optimizer_out) {
+  torch::serialize::InputArchive model, optimizer;
+  root.read("model", model);
+  root.read("optimizer", optimizer);
+  model_out.load(model);
+  optimizer_out.load(optimizer);
+  return {read_int(root, "epoch"), read_int(root, "position"), read_int(root, "step")};
+}
+
 class Trainer {
  public:
   Trainer(Config config, torch::Device device, int64_t seed, bool deterministic)
@@ -218,14 +245,8 @@ class Trainer {
 
   // The full training state, written atomically (temporary file, then rename).
   void save(const std::string& path) {
-    torch::serialize::OutputArchive root, model, optimizer;
-    model_->save(model);
-    optimizer_->save(optimizer);
-    root.write("model", model);
-    root.write("optimizer", optimizer);
-    root.write("epoch", c10::IValue(epoch_));
-    root.write("position", c10::IValue(position_));
-    root.write("step", c10::IValue(step_));
+    torch::serialize::OutputArchive root;
+    write_training_state(root, *model_, *optimizer_, {epoch_, position_, step_});
     root.write("order", order_);
     root.write("rng_cpu", generator_state(at::globalContext().defaultGenerator(at::kCPU)));
     root.write("rng_shuffle", generator_state(shuffle_));
@@ -236,15 +257,12 @@ class Trainer {
   }
 
   void load(const std::string& path) {
-    torch::serialize::InputArchive root, model, optimizer;
+    torch::serialize::InputArchive root;
     root.load_from(path, device_);
-    root.read("model", model);
-    root.read("optimizer", optimizer);
-    model_->load(model);
-    optimizer_->load(optimizer);
-    epoch_ = read_int(root, "epoch");
-    position_ = read_int(root, "position");
-    step_ = read_int(root, "step");
+    const Progress p = read_training_state(root, *model_, *optimizer_);
+    epoch_ = p.epoch;
+    position_ = p.position;
+    step_ = p.step;
     root.read("order", order_);
     order_ = order_.cpu();
     torch::Tensor state;
@@ -370,14 +388,8 @@ class DataParallelTrainer {
   std::string save() {
     const std::string path = out_dir_ + "/checkpoint.pt";
     if (group_.rank() == 0) {
-      torch::serialize::OutputArchive root, model, optimizer;
-      model_->save(model);
-      optimizer_->save(optimizer);
-      root.write("model", model);
-      root.write("optimizer", optimizer);
-      root.write("epoch", c10::IValue(epoch_));
-      root.write("position", c10::IValue(position_));
-      root.write("step", c10::IValue(step_));
+      torch::serialize::OutputArchive root;
+      write_training_state(root, *model_, *optimizer_, {epoch_, position_, step_});
       root.save_to(path + ".tmp");
       std::filesystem::rename(path + ".tmp", path);
     }
@@ -387,15 +399,12 @@ class DataParallelTrainer {
 
   // Every rank reads the checkpoint.
   void load(const std::string& path) {
-    torch::serialize::InputArchive root, model, optimizer;
+    torch::serialize::InputArchive root;
     root.load_from(path, device_);
-    root.read("model", model);
-    root.read("optimizer", optimizer);
-    model_->load(model);
-    optimizer_->load(optimizer);
-    epoch_ = read_int(root, "epoch");
-    position_ = read_int(root, "position");
-    step_ = read_int(root, "step");
+    const Progress p = read_training_state(root, *model_, *optimizer_);
+    epoch_ = p.epoch;
+    position_ = p.position;
+    step_ = p.step;
     if (epoch_ >= 0) shard_ = shard(epoch_);
     apply_schedule();
   }

@@ -66,6 +66,18 @@ TruncatedMoments truncated_normal_moments(double mu, double sigma, double low, d
   return {mu + sigma * e1, sigma * std::sqrt(var), c4 / (var * var)};
 }
 
+// A distribution on [lo, hi]: every sample inside, then mean and standard deviation within kSigmas
+// standard errors. The problem ("" when none), after `decl`.
+std::string bounded_problem(const std::string& decl, double lo, double hi, const Moments& mo, double z_mean,
+                            double z_std) {
+  auto f = [](double v) { return format_double(v, 4); };
+  auto zs = [&](double z) { return " (z = " + format_double(z, 3) + ", bound " + format_double(kSigmas, 1) + ")"; };
+  if (mo.min < lo || mo.max > hi) return decl + "values in [" + f(mo.min) + ", " + f(mo.max) + "]";
+  if (std::abs(z_mean) > kSigmas) return decl + "sample mean " + f(mo.mean) + zs(z_mean);
+  if (std::abs(z_std) > kSigmas) return decl + "sample std " + f(mo.std) + zs(z_std);
+  return "";
+}
+
 // One parameter judged against its declared distribution: the z-score of each statistic and the
 // problems (empty when it conforms).
 struct Judged {
@@ -108,15 +120,9 @@ Judged judge(const InitSpec& spec, const at::Tensor& t) {
       const double z_mean = (mo.mean - tm.mean) / (tm.sd / std::sqrt(n));
       const double z_std = (mo.std - tm.sd) / std_error_of_std(tm.sd, tm.kurtosis, n);
       j.z = {{"mean", z_mean}, {"std", z_std}};
-      const std::string decl = "declared N(" + f(spec.a) + ", " + f(spec.b) + ") truncated to [" + f(spec.low) +
-                               ", " + f(spec.high) + "] (mean " + f(tm.mean) + ", std " + f(tm.sd) + "), ";
-      if (mo.min < spec.low || mo.max > spec.high) {
-        j.problem = decl + "values in [" + f(mo.min) + ", " + f(mo.max) + "]";
-      } else if (std::abs(z_mean) > kSigmas) {
-        j.problem = decl + "sample mean " + f(mo.mean) + zs(z_mean);
-      } else if (std::abs(z_std) > kSigmas) {
-        j.problem = decl + "sample std " + f(mo.std) + zs(z_std);
-      }
+      j.problem = bounded_problem("declared N(" + f(spec.a) + ", " + f(spec.b) + ") truncated to [" + f(spec.low) +
+                                      ", " + f(spec.high) + "] (mean " + f(tm.mean) + ", std " + f(tm.sd) + "), ",
+                                  spec.low, spec.high, mo, z_mean, z_std);
       return j;
     }
     case InitSpec::Kind::kUniform: {
@@ -124,14 +130,7 @@ Judged judge(const InitSpec& spec, const at::Tensor& t) {
       const double z_mean = (mo.mean - (lo + hi) / 2) / (sd / std::sqrt(n));
       const double z_std = (mo.std - sd) / std_error_of_std(sd, 9.0 / 5.0, n);
       j.z = {{"mean", z_mean}, {"std", z_std}};
-      const std::string decl = "declared U(" + f(lo) + ", " + f(hi) + "), ";
-      if (mo.min < lo || mo.max > hi) {
-        j.problem = decl + "values in [" + f(mo.min) + ", " + f(mo.max) + "]";
-      } else if (std::abs(z_mean) > kSigmas) {
-        j.problem = decl + "sample mean " + f(mo.mean) + zs(z_mean);
-      } else if (std::abs(z_std) > kSigmas) {
-        j.problem = decl + "sample std " + f(mo.std) + zs(z_std);
-      }
+      j.problem = bounded_problem("declared U(" + f(lo) + ", " + f(hi) + "), ", lo, hi, mo, z_mean, z_std);
       return j;
     }
   }
