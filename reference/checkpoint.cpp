@@ -1,5 +1,6 @@
 #include "reference/checkpoint.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -170,6 +171,10 @@ void check_storages_match_records(const std::string& body) {
     // is a type expression, parsed as LibTorch's own reader parses it; classes get placeholders.
     const std::string& q = name.qualifiedName();
     if (q.find('[') != std::string::npos) {
+      // Bounded before LibTorch's recursive parser sees it: a state dict's tag is a few words deep.
+      if (q.size() > 256 || std::count(q.begin(), q.end(), '[') > 8) {
+        throw std::runtime_error("a container type tag longer than 256 characters or nested more than 8 deep");
+      }
       return c10::StrongTypePtr(cu, torch::jit::Unpickler::defaultTypeParser(q));
     }
     if (auto t = cu->get_class(name)) return c10::StrongTypePtr(cu, t);
