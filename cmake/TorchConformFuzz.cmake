@@ -24,7 +24,7 @@ target_link_libraries(tc_fuzz_report PRIVATE tc_util nlohmann_json::nlohmann_jso
 target_compile_options(tc_fuzz_report PRIVATE ${TC_FUZZ_COMPILE})
 target_link_options(tc_fuzz_report PRIVATE ${TC_FUZZ_LINK})
 
-add_library(tc_fuzz_checkpoint_lib OBJECT reference/checkpoint.cpp)
+add_library(tc_fuzz_checkpoint_lib OBJECT reference/checkpoint.cpp reference/bounded_parse.cpp)
 target_include_directories(tc_fuzz_checkpoint_lib PUBLIC ${PROJECT_SOURCE_DIR})
 target_link_libraries(tc_fuzz_checkpoint_lib PUBLIC tc_util torch)
 target_compile_options(tc_fuzz_checkpoint_lib PUBLIC ${TORCH_CXX_FLAGS} ${TC_FUZZ_COMPILE})
