@@ -130,6 +130,12 @@ int64_t read_int(torch::serialize::InputArchive& ar, const std::string& key) {
   return v.toInt();
 }
 
+// Step decay, both trainers' schedule: lr = lr * lr_decay^(step / lr_decay_every).
+void apply_step_decay(const Config& c, torch::optim::Optimizer& optimizer, int64_t step) {
+  const double lr = c.lr * std::pow(c.lr_decay, static_cast<double>(step / c.lr_decay_every));
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
+}
+
 // What both trainers' checkpoints hold besides their own: the model, the optimizer, the progress.
 struct Progress {
   int64_t epoch = 0, position = 0, step = 0;
@@ -285,10 +291,7 @@ class Trainer {
   torch::Device device() const { return device_; }
 
  private:
-  void apply_schedule() {
-    const double lr = config_.lr * std::pow(config_.lr_decay, static_cast<double>(step_ / config_.lr_decay_every));
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  }
+  void apply_schedule() { apply_step_decay(config_, *optimizer_, step_); }
 
   Config config_;
   torch::Device device_;
@@ -427,10 +430,7 @@ class DataParallelTrainer {
   torch::Device device() const { return device_; }
 
  private:
-  void apply_schedule() {
-    const double lr = config_.lr * std::pow(config_.lr_decay, static_cast<double>(step_ / config_.lr_decay_every));
-    for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
-  }
+  void apply_schedule() { apply_step_decay(config_, *optimizer_, step_); }
 
   Config config_;
   torch::Device device_;
