@@ -42,8 +42,10 @@ install(FILES
   reference/distributed_run.h
   reference/loader_probe.h
   reference/model.h
+  reference/optimizer_state.h
   reference/recompute.h
   reference/reference_run.h
+  reference/schedule.h
   reference/seed.h
   DESTINATION ${TC_INSTALL_INCLUDEDIR}/reference)
 
@@ -70,8 +72,13 @@ set(TC_BUILT_TORCH_VERSION ${Torch_VERSION})
 configure_package_config_file(cmake/torchconformConfig.cmake.in
   ${CMAKE_BINARY_DIR}/torchconformConfig.cmake
   INSTALL_DESTINATION ${TC_INSTALL_CMAKEDIR})
-write_basic_package_version_file(${CMAKE_BINARY_DIR}/torchconformConfigVersion.cmake
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+# Compatible with projects written for this minor release and the one before it (deprecated
+# aliases keep the previous release's names for one release: CHANGELOG.md).
+math(EXPR TC_OLDEST_MINOR "${PROJECT_VERSION_MINOR} - 1")
+if(TC_OLDEST_MINOR LESS 0)
+  set(TC_OLDEST_MINOR 0)
+endif()
+configure_file(cmake/torchconformConfigVersion.cmake.in ${CMAKE_BINARY_DIR}/torchconformConfigVersion.cmake @ONLY)
 install(FILES
   ${CMAKE_BINARY_DIR}/torchconformConfig.cmake
   ${CMAKE_BINARY_DIR}/torchconformConfigVersion.cmake

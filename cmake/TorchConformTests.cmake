@@ -55,7 +55,8 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
   suites/eval_mode/correct_recipes_test.cpp
   suites/init/correct_recipes_test.cpp
   suites/reproducibility/correct_recipes_test.cpp
-  suites/distributed/correct_recipes_test.cpp)
+  suites/distributed/correct_recipes_test.cpp
+  suites/tests/slots_test.cpp)
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
@@ -325,6 +326,14 @@ add_test(NAME example.user_recipe
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
 # COST: its 2 minutes (install, a build, every check) start first in a fresh CTest.
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 COST 120)
+# The previous release's user project (examples/compat/user_recipe-0.2, frozen) against this build.
+add_test(NAME compat.user_recipe_0_2
+         COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                 -DWORK=${TC_TEST_OUT}/compat_0_2 -DGENERATOR=${CMAKE_GENERATOR}
+                 -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+                 -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
+                 -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
+set_tests_properties(compat.user_recipe_0_2 PROPERTIES LABELS example TIMEOUT 1500 COST 110)
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
 # One executable per layer, each with its corruption corpus (2,000 files, each read in a forked
@@ -349,6 +358,9 @@ tc_resilience_test(tc_checkpoint_resilience_tests reference/tests/checkpoint_res
 
 # --- the layers: the include rule of DESIGN.md, and that the rule catches a forbidden include ----
 add_test(NAME layers.include_rule COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers ${PROJECT_SOURCE_DIR})
+# docs/api.md lists exactly the headers `cmake --install` installs (the public API).
+add_test(NAME contract.public_api_documented COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-public-api ${PROJECT_SOURCE_DIR})
+set_tests_properties(contract.public_api_documented PROPERTIES LABELS unit)
 add_test(NAME layers.rule_catches_forbidden_includes COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers --self-test)
 set_tests_properties(layers.include_rule layers.rule_catches_forbidden_includes PROPERTIES LABELS unit)
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 
+#include <torch/serialize/archive.h>
 #include <torch/torch.h>
 
 #include "reference/seed.h"
@@ -18,8 +19,15 @@ SyntheticImages::SyntheticImages(const DataOptions& o) {
   images_ = prototypes.index_select(0, labels_) + 1.5 * noise;         // (N, 3, S, S)
 }
 
-SeededSampler::SeededSampler(int64_t dataset_size, int64_t batch_size, at::Generator generator)
-    : dataset_size_(dataset_size), batch_size_(batch_size), generator_(std::move(generator)) {}
+SeededSampler::SeededSampler(int64_t dataset_size, int64_t batch_size, at::Generator generator, bool drop_last)
+    : dataset_size_(dataset_size), batch_size_(batch_size), drop_last_(drop_last), generator_(std::move(generator)) {
+  TORCH_CHECK(batch_size > 0 && dataset_size >= batch_size, "SeededSampler: batch size ", batch_size,
+              " for a dataset of ", dataset_size);
+}
+
+int64_t SeededSampler::batches_per_epoch() const {
+  return drop_last_ ? dataset_size_ / batch_size_ : (dataset_size_ + batch_size_ - 1) / batch_size_;
+}
 
 void SeededSampler::set_epoch(int64_t epoch) {
   epoch_ = epoch;
@@ -31,7 +39,10 @@ void SeededSampler::set_epoch(int64_t epoch) {
 
 at::Tensor SeededSampler::batch_indices(int64_t batch) const {
   TORCH_CHECK(has_epoch(), "SeededSampler: set_epoch() was never called");
-  return permutation_.narrow(0, batch * batch_size_, batch_size_);
+  TORCH_CHECK(batch >= 0 && batch < batches_per_epoch(), "SeededSampler: batch ", batch, " of ",
+              batches_per_epoch());
+  const int64_t start = batch * batch_size_;
+  return permutation_.narrow(0, start, std::min(batch_size_, dataset_size_ - start));
 }
 
 void SeededSampler::restore(int64_t epoch, at::Tensor permutation, uint64_t epoch_seed) {
@@ -41,6 +52,22 @@ void SeededSampler::restore(int64_t epoch, at::Tensor permutation, uint64_t epoc
   epoch_ = epoch;
   permutation_ = permutation.to(torch::kLong);
   epoch_seed_ = epoch_seed;
+}
+
+void SeededSampler::save(torch::serialize::OutputArchive& a) const {
+  if (!has_epoch()) return;  // saved before the first epoch began
+  a.write("epoch", c10::IValue(epoch_));
+  a.write("permutation", permutation_);
+  a.write("epoch_seed", c10::IValue(static_cast<int64_t>(epoch_seed_)));
+}
+
+void SeededSampler::load(torch::serialize::InputArchive& a) {
+  at::Tensor perm;
+  if (!a.try_read("permutation", perm)) return;
+  c10::IValue epoch, seed;
+  a.read("epoch", epoch);
+  a.read("epoch_seed", seed);
+  restore(epoch.toInt(), perm.cpu(), static_cast<uint64_t>(seed.toInt()));
 }
 
 uint64_t batch_seed(uint64_t epoch_seed, int64_t batch) {

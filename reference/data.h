@@ -21,6 +21,11 @@
 
 #include "harness/contract/loader_probe.h"  // LoaderOptions
 
+namespace torch::serialize {
+class OutputArchive;
+class InputArchive;
+}  // namespace torch::serialize
+
 namespace tc::ref {
 
 struct DataOptions {
@@ -49,25 +54,47 @@ struct Batch {
   at::Tensor labels;   // (B)
 };
 
+// The sampler slot (ReferenceRun::make_sampler): which samples make batch b of an epoch. An epoch
+// has batches_per_epoch() batches; with drop_last off the last one may be short (the remainder).
+// What it saves is what resuming mid-epoch needs (its order and anything the epoch drew).
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  // Top of each epoch (DistributedSampler.set_epoch's role): this epoch's order.
+  virtual void set_epoch(int64_t epoch) = 0;
+  virtual bool has_epoch() const = 0;
+  virtual int64_t epoch() const = 0;
+  virtual int64_t batches_per_epoch() const = 0;
+  virtual at::Tensor batch_indices(int64_t batch) const = 0;  // (b) int64, b <= batch size
+  // The seed this epoch's augmentations derive from (0 when the sampler draws none).
+  virtual uint64_t epoch_seed() const = 0;
+  // Writes / reads the epoch's state (nothing before the first epoch).
+  virtual void save(torch::serialize::OutputArchive& archive) const = 0;
+  virtual void load(torch::serialize::InputArchive& archive) = 0;
+};
+
 // Shuffles with the loader's own generator. set_epoch draws the epoch's permutation and the seed
 // its augmentations derive from; both, with the position, are what a checkpoint must keep.
-class SeededSampler {
+class SeededSampler : public Sampler {
  public:
   SeededSampler() = default;
-  SeededSampler(int64_t dataset_size, int64_t batch_size, at::Generator generator);
+  SeededSampler(int64_t dataset_size, int64_t batch_size, at::Generator generator, bool drop_last = true);
 
-  void set_epoch(int64_t epoch);
-  bool has_epoch() const { return permutation_.defined(); }
-  int64_t epoch() const { return epoch_; }
-  int64_t batches_per_epoch() const { return dataset_size_ / batch_size_; }  // drop_last
-  at::Tensor batch_indices(int64_t batch) const;                          // (B) int64
-  uint64_t epoch_seed() const { return epoch_seed_; }
+  void set_epoch(int64_t epoch) override;
+  bool has_epoch() const override { return permutation_.defined(); }
+  int64_t epoch() const override { return epoch_; }
+  int64_t batches_per_epoch() const override;
+  at::Tensor batch_indices(int64_t batch) const override;  // (B) int64; the last may be shorter
+  uint64_t epoch_seed() const override { return epoch_seed_; }
   const at::Tensor& permutation() const { return permutation_; }
   void restore(int64_t epoch, at::Tensor permutation, uint64_t epoch_seed);
+  void save(torch::serialize::OutputArchive& archive) const override;
+  void load(torch::serialize::InputArchive& archive) override;
 
  private:
   int64_t dataset_size_ = 0;
   int64_t batch_size_ = 1;
+  bool drop_last_ = true;
   at::Generator generator_;
   int64_t epoch_ = -1;
   at::Tensor permutation_;

@@ -41,13 +41,16 @@ void DistributedReference::setup(const DistRunOptions& options, dist::ProcessGro
       static_cast<size_t>(group.rank()), /*allow_duplicates=*/false);
   model_ = build_model();
   model_->to(options.device);
-  optimizer_ = std::make_unique<torch::optim::SGD>(model_->parameters(),
-                                                   torch::optim::SGDOptions(0.05).momentum(0.9));
+  optimizer_ = make_optimizer(model_->parameters());
   attach_gradient_averaging();
   epoch_ = -1;
   position_ = 0;
   step_ = 0;
   losses_.clear();
+}
+
+std::unique_ptr<torch::optim::Optimizer> DistributedReference::make_optimizer(const std::vector<at::Tensor>& parameters) {
+  return std::make_unique<torch::optim::SGD>(parameters, torch::optim::SGDOptions(0.05).momentum(0.9));
 }
 
 int64_t DistributedReference::steps_per_epoch() const {

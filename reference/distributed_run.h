@@ -79,6 +79,9 @@ class DistributedReference : public DistributedRecipe {
   virtual std::shared_ptr<torch::nn::Module> build_model() const;
   // The model's forward (train and evaluation alike).
   virtual at::Tensor forward(torch::nn::Module& model, const at::Tensor& x);
+  // The optimizer over the model's parameters: SGD (lr 0.05, momentum 0.9). Any torch::optim
+  // optimizer (its state goes through the checkpoint with Optimizer::save/load).
+  virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters);
   // The full training state: model, optimizer, progress.
   virtual std::vector<CheckpointPart> checkpoint_parts();
   // -------------------------------------------------------------------------------------------
@@ -89,7 +92,7 @@ class DistributedReference : public DistributedRecipe {
   std::shared_ptr<SyntheticImages> data_;
   std::unique_ptr<torch::data::samplers::DistributedRandomSampler> sampler_;
   std::shared_ptr<torch::nn::Module> model_;
-  std::unique_ptr<torch::optim::SGD> optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<dist::GradientReducer> reducer_;
   int64_t epoch_ = -1;
   int64_t position_ = 0;

@@ -54,6 +54,11 @@ at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) {
 
 DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
   TORCH_CHECK(data_, "measure_data_wait: call setup() first");
+  if (!steps_through_slots()) {
+    throw ProbeNotProvided("the recipe's train_step is its own, not ReferenceRun's: the reference's loader "
+                           "around its slots would not be the recipe's pipeline; implement "
+                           "LoaderProbe::measure_data_wait");
+  }
   loader_.reset();
   epoch_ = 0;
   position_ = 0;
@@ -105,7 +110,7 @@ std::vector<at::Tensor> ReferenceRun::worker_augmentations_in_epoch(int64_t epoc
   for (epoch_ = 0; epoch_ <= epoch; ++epoch_) begin_epoch();  // each epoch draws its seed in turn
   epoch_ = epoch;
   const at::Tensor probe = data_->images().narrow(0, 0, 4);  // (4, 3, S, S): one fixed input
-  const uint64_t epoch_seed = sampler_.epoch_seed();
+  const uint64_t epoch_seed = sampler_->epoch_seed();
   Loader loader(0, batches, resolved_loader(options_.device.is_cpu()), [&](int64_t i) {
     Batch b;
     b.index = i;

@@ -9,6 +9,7 @@
 #include "harness/util/atomic_file.h"
 #include "reference/autocast.h"
 #include "reference/compat.h"
+#include "reference/optimizer_state.h"
 
 namespace tc::ref {
 namespace {
@@ -39,16 +40,15 @@ void ReferenceRun::setup(const RunOptions& options) {
 
   data_ = std::make_shared<SyntheticImages>(config_.data);
   eval_data_ = std::make_shared<SyntheticImages>(config_.eval_data);
-  sampler_ = SeededSampler(data_->size(), config_.batch_size, loader_generator_);
+  sampler_ = make_sampler(data_->size(), loader_generator_);
 
-  model_ = build_model();
-  model_->recompute_features = options_.activation_checkpointing;
-  model_->to(options_.device);
-  optimizer_ = std::make_unique<torch::optim::SGD>(
-      model_->parameters(), torch::optim::SGDOptions(config_.lr)
-                                .momentum(config_.momentum)
-                                .weight_decay(config_.weight_decay));
-  scheduler_ = std::make_unique<ResumableStepLR>(*optimizer_, config_.lr_step_size, config_.lr_gamma);
+  module_ = make_model();
+  TORCH_CHECK(module_, "make_model() returned no model");
+  model_ = ImageClassifier(std::dynamic_pointer_cast<ImageClassifierImpl>(module_));
+  if (model_) model_->recompute_features = options_.activation_checkpointing;
+  module_->to(options_.device);
+  optimizer_ = make_optimizer(module_->parameters());
+  scheduler_ = make_schedule(*optimizer_);
   scaler_ = make_grad_scaler();
   loader_.reset();
   epoch_ = -1;
@@ -58,6 +58,27 @@ void ReferenceRun::setup(const RunOptions& options) {
 
 void ReferenceRun::seed_everything() {
   seed_record_ = ref::seed_everything(options_.seed, options_.deterministic, {loader_generator_});
+}
+
+std::shared_ptr<torch::nn::Module> ReferenceRun::make_model() { return build_model().ptr(); }
+
+at::Tensor ReferenceRun::model_forward(const at::Tensor& x) {
+  TORCH_CHECK(model_, "the model from make_model() is not an ImageClassifier: override model_forward()");
+  return model_->forward(x);
+}
+
+std::unique_ptr<torch::optim::Optimizer> ReferenceRun::make_optimizer(const std::vector<at::Tensor>& parameters) {
+  return std::make_unique<torch::optim::SGD>(
+      parameters,
+      torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(config_.weight_decay));
+}
+
+std::unique_ptr<Schedule> ReferenceRun::make_schedule(torch::optim::Optimizer& optimizer) {
+  return std::make_unique<Resumable<torch::optim::StepLR>>(optimizer, config_.lr_step_size, config_.lr_gamma);
+}
+
+std::unique_ptr<Sampler> ReferenceRun::make_sampler(int64_t dataset_size, at::Generator generator) {
+  return std::make_unique<SeededSampler>(dataset_size, config_.batch_size, std::move(generator), config_.drop_last);
 }
 
 ImageClassifier ReferenceRun::build_model() {
@@ -71,19 +92,22 @@ uint64_t ReferenceRun::augmentation_seed(uint64_t epoch_seed, int64_t batch) con
 }
 
 void ReferenceRun::begin_epoch() {
-  model_->train();
-  sampler_.set_epoch(epoch_);
+  module_->train();
+  sampler_->set_epoch(epoch_);
 }
 
 int64_t ReferenceRun::steps_per_epoch() const {
-  return config_.data.size / config_.batch_size;
+  if (sampler_) return sampler_->batches_per_epoch();
+  // Before setup(): what the default sampler will make of the configuration.
+  const int64_t n = config_.data.size, b = config_.batch_size;
+  return config_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 Batch ReferenceRun::make_batch(int64_t index) const {
-  at::Tensor idx = sampler_.batch_indices(index);  // (B)
+  at::Tensor idx = sampler_->batch_indices(index);  // (B)
   Batch b;
   b.index = index;
-  b.images = augment(data_->images().index_select(0, idx), augmentation_seed(sampler_.epoch_seed(), index));
+  b.images = augment(data_->images().index_select(0, idx), augmentation_seed(sampler_->epoch_seed(), index));
   b.labels = data_->labels().index_select(0, idx);
   if (options_.device.is_cuda()) {
     // Pinned host memory, so the copy in train_step can be asynchronous.
@@ -125,12 +149,13 @@ StepRecord ReferenceRun::train_step() {
   rec.step = step_;
   rec.epoch = epoch_;
   rec.lr = optimizer_->param_groups().at(0).options().get_lr();
-  rec.training_mode = model_->is_training();
+  rec.training_mode = module_->is_training();
 
   at::Tensor x = to_device(batch->images);  // (B, 3, S, S)
   at::Tensor y = to_device(batch->labels);  // (B)
   last_batch_ = {x.clone(), y};
   at::Tensor loss = forward_loss(x, y);
+  ++slot_steps_;
   optimisation_step(loss);
   scheduler_->step();
   ++step_;
@@ -140,7 +165,7 @@ StepRecord ReferenceRun::train_step() {
 
 at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
   at::Tensor loss = amp_forward(
-      [this, &y](const at::Tensor& in) { return torch::nn::functional::cross_entropy(model_->forward(in), y); },
+      [this, &y](const at::Tensor& in) { return torch::nn::functional::cross_entropy(model_forward(in), y); },
       x);  // scalar, fp32
   return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
 }
@@ -153,24 +178,41 @@ at::Tensor ReferenceRun::amp_forward(const std::function<at::Tensor(const at::Te
 
 std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
   TORCH_CHECK(workload.model && workload.forward, "amp_step_on: the workload has no model");
-  const std::vector<at::Tensor> params = workload.model->parameters();
-  auto opt = std::make_shared<torch::optim::SGD>(
-      params, torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(config_.weight_decay));
-  std::shared_ptr<GradScaler> scaler = make_grad_scaler();
-  const double clip = config_.clip_norm;
-  return [this, workload, params, opt, scaler, clip] {
-    opt->zero_grad(/*set_to_none=*/true);
-    at::Tensor loss = amp_forward(
-        [&workload](const at::Tensor& in) {
-          return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
-        },
-        workload.input);
-    scaler->scale(loss).backward();
-    scaler->unscale_(*opt);
-    if (clip > 0) torch::nn::utils::clip_grad_norm_(params, clip);
-    scaler->step(*opt);
-    scaler->update();
-    return loss.item<double>();
+  if (!steps_through_slots()) return {};
+  // The workload gets what the recipe's step would make for it; the step swaps them in, runs the
+  // recipe's amp_forward() and optimisation_step(), and swaps its own back.
+  auto opt = std::shared_ptr<torch::optim::Optimizer>(make_optimizer(workload.model->parameters()));
+  auto scaler = std::shared_ptr<GradScaler>(make_grad_scaler());
+  return [this, workload, opt, scaler] {
+    std::unique_ptr<torch::optim::Optimizer> own_opt(opt.get());
+    std::unique_ptr<GradScaler> own_scaler(scaler.get());
+    std::swap(optimizer_, own_opt);
+    std::swap(scaler_, own_scaler);
+    std::function<void(const NamedTensors&)> hook;
+    std::swap(after_backward_, hook);
+    step_parameters_ = workload.model->parameters();
+    auto restore = [&] {
+      step_parameters_.reset();
+      std::swap(after_backward_, hook);
+      std::swap(scaler_, own_scaler);
+      std::swap(optimizer_, own_opt);
+      (void)own_opt.release();  // owned by the shared_ptrs above
+      (void)own_scaler.release();
+    };
+    try {
+      at::Tensor loss = amp_forward(
+          [&workload](const at::Tensor& in) {
+            return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
+          },
+          workload.input);
+      optimisation_step(loss);
+      const double l = loss.item<double>();
+      restore();
+      return l;
+    } catch (...) {
+      restore();
+      throw;
+    }
   };
 }
 
@@ -192,12 +234,21 @@ void ReferenceRun::after_backward() {
   if (after_backward_) after_backward_(parameters());
 }
 
+bool ReferenceRun::steps_through_slots() {
+  if (slot_steps_ == 0) train_step();
+  return slot_steps_ > 0;
+}
+
+std::vector<at::Tensor> ReferenceRun::step_parameters() const {
+  return step_parameters_ ? *step_parameters_ : module_->parameters();
+}
+
 void ReferenceRun::optimisation_step(const at::Tensor& loss) {
   optimizer_->zero_grad(/*set_to_none=*/true);
   scaler_->scale(loss).backward();
   after_backward();
   scaler_->unscale_(*optimizer_);  // clip the true gradients, not the scaled ones
-  torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+  torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
   scaler_->step(*optimizer_);      // skipped when a gradient is inf/NaN
   scaler_->update();
 }
@@ -211,23 +262,27 @@ at::Tensor ReferenceRun::example_input(int64_t batch) const {
 }
 
 at::Tensor ReferenceRun::predict(const at::Tensor& x) {
-  const bool was_training = model_->is_training();
+  const bool was_training = module_->is_training();
   torch::NoGradGuard no_grad;
-  model_->eval();
-  at::Tensor out = model_->forward(x);
-  model_->train(was_training);
+  module_->eval();
+  at::Tensor out = model_forward(x);
+  module_->train(was_training);
   return out;
 }
 
-std::shared_ptr<torch::nn::Module> ReferenceRun::bare_model() { return build_model().ptr(); }
+std::shared_ptr<torch::nn::Module> ReferenceRun::bare_model() { return make_model(); }
 
 at::Tensor ReferenceRun::forward_train(const at::Tensor& x) {
-  model_->train();
-  return model_->forward(x);
+  module_->train();
+  return model_forward(x);
 }
 
 std::vector<InitSpec> ReferenceRun::declared_init() const {
   // As init_weights() does: conv kaiming-normal (fan_out, relu), BN 1/0, linear N(0, 0.01)/0.
+  if (!model_) {
+    throw ProbeNotProvided("the model from make_model() is not the reference's ImageClassifier: override "
+                           "declared_init() to have its initialisation checked");
+  }
   std::vector<InitSpec> specs;
   using K = InitSpec::Kind;
   for (const auto& p : model_->named_parameters()) {
@@ -249,7 +304,7 @@ std::vector<InitSpec> ReferenceRun::declared_init() const {
 
 EvalResult ReferenceRun::evaluate() {
   torch::NoGradGuard no_grad;
-  model_->eval();
+  module_->eval();
   return eval_loop();
 }
 
@@ -262,7 +317,7 @@ EvalResult ReferenceRun::eval_loop() {
     const int64_t len = std::min(config_.eval_batch_size, n - start);
     at::Tensor x = eval_data_->images().narrow(0, start, len).to(options_.device);  // (b, 3, S, S)
     at::Tensor y = eval_data_->labels().narrow(0, start, len).to(options_.device);  // (b)
-    at::Tensor out = model_->forward(x);                                            // (b, classes)
+    at::Tensor out = model_forward(x);                                              // (b, classes)
     loss_sum += torch::nn::functional::cross_entropy(
                     out, y, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                     .item<double>();
@@ -280,13 +335,13 @@ std::vector<CheckpointPart> ReferenceRun::checkpoint_parts() {
   using torch::serialize::InputArchive;
   using torch::serialize::OutputArchive;
   std::vector<CheckpointPart> parts;
-  parts.push_back({"model", [this](OutputArchive& a) { model_->save(a); },
-                   [this](InputArchive& a) { load_module_strict(*model_, a); }});
+  parts.push_back({"model", [this](OutputArchive& a) { module_->save(a); },
+                   [this](InputArchive& a) { load_module_strict(*module_, a); }});
   parts.push_back({"optimizer", [this](OutputArchive& a) { optimizer_->save(a); },
                    [this](InputArchive& a) { optimizer_->load(a); }});
   parts.push_back({"scheduler",
-                   [this](OutputArchive& a) { a.write("step_count", c10::IValue(scheduler_->step_count())); },
-                   [this](InputArchive& a) { scheduler_->set_step_count(read_int(a, "step_count")); }});
+                   [this](OutputArchive& a) { scheduler_->save(a); },
+                   [this](InputArchive& a) { scheduler_->load(a); }});
   parts.push_back({"scaler", [this](OutputArchive& a) { scaler_->save(a); },
                    [this](InputArchive& a) { scaler_->load(a); }});
   parts.push_back({"progress",
@@ -321,17 +376,11 @@ std::vector<CheckpointPart> ReferenceRun::checkpoint_parts() {
   parts.push_back({"sampler",
                    [this](OutputArchive& a) {
                      a.write("position", c10::IValue(position_));
-                     if (!sampler_.has_epoch()) return;  // saved before the first epoch began
-                     a.write("epoch", c10::IValue(sampler_.epoch()));
-                     a.write("permutation", sampler_.permutation());
-                     a.write("epoch_seed", c10::IValue(static_cast<int64_t>(sampler_.epoch_seed())));
+                     sampler_->save(a);
                    },
                    [this](InputArchive& a) {
                      position_ = read_int(a, "position");
-                     at::Tensor perm;
-                     if (!a.try_read("permutation", perm)) return;
-                     sampler_.restore(read_int(a, "epoch"), perm.cpu(),
-                                      static_cast<uint64_t>(read_int(a, "epoch_seed")));
+                     sampler_->load(a);
                    }});
   return parts;
 }
@@ -341,7 +390,7 @@ void ReferenceRun::save_checkpoint(const std::string& path) { save_parts(checkpo
 void ReferenceRun::load_checkpoint(const std::string& path) {
   load_parts(checkpoint_parts(), path, options_.device);
   loader_.reset();
-  if (!sampler_.has_epoch() && epoch_ >= 0) {
+  if (!sampler_->has_epoch() && epoch_ >= 0) {
     // Nothing says where in the epoch training stopped: start the saved epoch over.
     position_ = 0;
     begin_epoch();
@@ -350,25 +399,18 @@ void ReferenceRun::load_checkpoint(const std::string& path) {
 
 NamedTensors ReferenceRun::parameters() const {
   NamedTensors out;
-  for (const auto& p : model_->named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& p : module_->named_parameters()) out.emplace_back(p.key(), p.value());
   return out;
 }
 
 NamedTensors ReferenceRun::buffers() const {
   NamedTensors out;
-  for (const auto& b : model_->named_buffers()) out.emplace_back(b.key(), b.value());
+  for (const auto& b : module_->named_buffers()) out.emplace_back(b.key(), b.value());
   return out;
 }
 
 NamedTensors ReferenceRun::optimizer_state() const {
-  NamedTensors out;
-  auto& state = optimizer_->state();
-  for (const auto& p : model_->named_parameters()) {
-    auto it = state.find(compat::optimizer_state_key(p.value()));
-    if (it == state.end()) continue;
-    const auto& s = static_cast<const torch::optim::SGDParamState&>(*it->second);
-    out.emplace_back(p.key() + ".momentum_buffer", s.momentum_buffer());
-  }
+  NamedTensors out = named_optimizer_state(*optimizer_, parameters());
   if (scaler_ && scaler_->is_enabled() && scaler_->scale_tensor().defined()) {
     // The scaler is optimisation state too: its scale and growth tracker decide future steps.
     out.emplace_back("grad_scaler.scale", scaler_->scale_tensor());

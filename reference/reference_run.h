@@ -1,6 +1,20 @@
-// The reference recipe: every practice of ../shared/seeds done right. Broken variants derive from
-// ReferenceRun and replace exactly one of the protected slots below, the way the seeds' "Fail:"
-// code does (suites/<check>/variants.cpp).
+// The reference recipe: every practice of the seeds done right, and the base a team's recipe may
+// derive from (public API, installed). Broken variants derive from ReferenceRun and replace exactly
+// one of the protected slots below, the way the seeds' "Fail:" code does (suites/<check>/variants.cpp).
+//
+// The slots a real training loop varies, each used by every check through tc::Run:
+//   make_model()      the model: any torch::nn::Module (with model_forward() when it is not the
+//                     reference's ImageClassifier; build_model() makes one of those)
+//   make_optimizer()  any torch::optim optimizer (SGD, Adam, AdamW, RMSprop, Adagrad, ...): its
+//                     state goes through the checkpoint (Optimizer::save/load) and optimizer_state()
+//   make_schedule()   any learning-rate schedule with its state (reference/schedule.h)
+//   make_sampler()    which samples make each batch (reference/data.h Sampler); the dataset size,
+//                     batch size and drop_last come from TrainConfig (an uneven last batch when
+//                     drop_last is off and the batch size does not divide the dataset)
+//   forward_loss(), amp_forward(), optimisation_step(), make_grad_scaler(), begin_epoch(),
+//   to_device(), make_batch(), eval_loop(), checkpoint_parts(), seed_everything(): the practices.
+// An AdamW recipe with a warm-up + cosine schedule and an uneven last batch, every check passing:
+// suites/tests/slots_test.cpp.
 #pragma once
 
 #include <functional>
@@ -9,8 +23,7 @@
 #include <string>
 
 #include <torch/nn/modules/loss.h>
-#include <torch/optim/schedulers/step_lr.h>
-#include <torch/optim/sgd.h>
+#include <torch/optim/optimizer.h>
 #include <torch/serialize/archive.h>
 
 #include "harness/contract/amp_probe.h"
@@ -20,28 +33,24 @@
 #include "reference/loader_probe.h"
 #include "reference/model.h"
 #include "harness/contract/run.h"
+#include "reference/schedule.h"
 #include "reference/seed.h"
 
 namespace tc::ref {
 
-// StepLR whose position a checkpoint can keep (LibTorch's schedulers have no save/load).
-class ResumableStepLR : public torch::optim::StepLR {
- public:
-  using StepLR::StepLR;
-  int64_t step_count() const { return static_cast<int64_t>(step_count_); }
-  void set_step_count(int64_t n) { step_count_ = static_cast<unsigned>(n); }
-};
-
 struct TrainConfig {
-  DataOptions data{};
+  DataOptions data{};  // data.size: the training set's size
   DataOptions eval_data{64, 4, 16, 777};
   int64_t batch_size = 16;
+  // Drop the last batch when batch_size does not divide the dataset (on: every batch is full).
+  bool drop_last = true;
   int64_t eval_batch_size = 32;
   LoaderOptions loader{};
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 5e-4;
-  unsigned lr_step_size = 3;  // scheduler steps per training step: decays every 3 steps
+  // The default schedule (make_schedule): StepLR, decaying by lr_gamma every lr_step_size steps.
+  unsigned lr_step_size = 3;
   double lr_gamma = 0.8;
   double clip_norm = 1.0;
   double dropout = 0.5;
@@ -87,17 +96,35 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
     after_backward_ = std::move(hook);
   }
   std::optional<GradScalerState> scaler_state() const override;
-  // The recipe's procedure on another model: amp_forward() around its forward and loss, then
-  // scale -> backward -> unscale_ -> clip -> step -> update with its own SGD (the recipe's lr,
-  // momentum, weight decay) and a scaler from make_grad_scaler().
+  // The recipe's own procedure on another model: amp_forward() around the workload's forward and
+  // loss, then the recipe's optimisation_step() with an optimizer from make_optimizer() and a
+  // scaler from make_grad_scaler() for the workload's parameters. A recipe that replaces
+  // train_step() has its own procedure, which this cannot apply: it returns an empty function (the
+  // speed is recorded as not measured) unless the recipe overrides amp_step_on too. It first runs
+  // one train_step() to see which is the case.
   std::function<double()> amp_step_on(const AmpWorkload& workload) override;
 
  protected:
   // --- practice slots -------------------------------------------------------------------------
   // Seeds everything, the loader's generator included, and records determinism.
   virtual void seed_everything();
-  // The model, built in its constructor and explicitly initialised.
+  // The model: any module, explicitly initialised. The default is build_model()'s. A model that is
+  // not an ImageClassifier overrides model_forward() too (and declared_init() to have init checked).
+  virtual std::shared_ptr<torch::nn::Module> make_model();
+  // The reference's classifier (or one derived from it: reference/derived_model.h), built in its
+  // constructor and explicitly initialised; make_model()'s default.
   virtual ImageClassifier build_model();
+  // The model's forward, train and evaluation alike: model_->forward(x) for an ImageClassifier.
+  virtual at::Tensor model_forward(const at::Tensor& x);
+  // The optimizer over the model's parameters: SGD (config lr, momentum, weight decay). Any
+  // torch::optim optimizer; also made for amp_step_on's workload.
+  virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters);
+  // The learning-rate schedule, stepped after every optimisation step: StepLR (config lr_step_size,
+  // lr_gamma), resumable. Any Schedule (reference/schedule.h: WarmupCosine, Resumable<S>).
+  virtual std::unique_ptr<Schedule> make_schedule(torch::optim::Optimizer& optimizer);
+  // The training sampler: SeededSampler over the dataset with config batch_size and drop_last,
+  // shuffling with the loader's seeded generator.
+  virtual std::unique_ptr<Sampler> make_sampler(int64_t dataset_size, at::Generator generator);
   // Forward and loss for one batch already on the device: amp_forward() around the model's forward
   // and cross-entropy, times amp_.loss_weight.
   virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
@@ -121,6 +148,12 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
 
   bool amp_on() const { return amp_.dtype != c10::kFloat; }
   void after_backward();
+  // The parameters optimisation_step() clips: the model's, or the workload's inside amp_step_on.
+  std::vector<at::Tensor> step_parameters() const;
+  // Whether train_step() is ReferenceRun's (an override that calls it counts): the probes that run
+  // the recipe's slots in the reference's loop (amp_step_on, measure_data_wait) measure the recipe
+  // only then. Runs one train_step() to see, unless one already went through the slots.
+  bool steps_through_slots();
 
   // The evaluation loop shared by evaluate() and its variants: forward every held-out batch.
   virtual EvalResult eval_loop();
@@ -137,11 +170,12 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   std::shared_ptr<SyntheticImages> data_;
   std::shared_ptr<SyntheticImages> eval_data_;
   at::Generator loader_generator_;
-  SeededSampler sampler_;
+  std::unique_ptr<Sampler> sampler_;
   std::unique_ptr<Loader> loader_;
-  ImageClassifier model_{nullptr};
-  std::unique_ptr<torch::optim::SGD> optimizer_;
-  std::unique_ptr<ResumableStepLR> scheduler_;
+  std::shared_ptr<torch::nn::Module> module_;  // the model (make_model)
+  ImageClassifier model_{nullptr};             // the same model when it is an ImageClassifier, else null
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<Schedule> scheduler_;
   int64_t epoch_ = -1;    // current epoch, -1 before the first
   int64_t position_ = 0;  // batches consumed in the current epoch
   int64_t step_ = 0;      // optimisation steps taken
@@ -149,6 +183,10 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   AmpOptions amp_;
   std::unique_ptr<GradScaler> scaler_;
   std::function<void(const NamedTensors&)> after_backward_;
+
+ private:
+  std::optional<std::vector<at::Tensor>> step_parameters_;  // set inside amp_step_on's step
+  int64_t slot_steps_ = 0;  // optimisation_step() calls made by ReferenceRun::train_step
 };
 
 }  // namespace tc::ref

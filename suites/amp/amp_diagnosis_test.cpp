@@ -304,5 +304,83 @@ TEST(AmpSpeed, AStepDoingTwiceTheWorkBreaksBothTimingPromisesTheReferenceHolds) 
   EXPECT_EQ(speed_status(slow, "throughput"), "broken") << slow.result().evidence;
 }
 
+// amp_procedure_speed times the recipe's own optimisation_step. This recipe backpropagates twice
+// each step (a separate backward with retain_graph for a gradient-norm log, then zero_grad and
+// the real one): numerically the reference's update, at about 0.6x its speed. (0.2.0's amp_step_on
+// built its own SGD step and never called optimisation_step: the recipe's step was not what it timed.)
+class GradNormFromASecondBackward : public ref::ReferenceRun {
+ protected:
+  void optimisation_step(const at::Tensor& loss) override {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    loss.backward({}, /*retain_graph=*/true);
+    double sq = 0.0;
+    for (const auto& p : step_parameters()) {
+      if (p.grad().defined()) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+    }
+    logged_norm_ = std::sqrt(sq);
+    ReferenceRun::optimisation_step(loss);
+  }
+
+ private:
+  double logged_norm_ = 0.0;
+};
+
+// A recipe that replaces train_step with a loop of its own: ReferenceRun::amp_step_on has no
+// procedure of this recipe's to apply, so the speed is recorded as not measured, not judged on the
+// reference's step.
+class OwnTrainStep : public ref::ReferenceRun {
+ public:
+  StepRecord train_step() override {
+    if (epoch_ < 0 || position_ >= steps_per_epoch()) {
+      ++epoch_;
+      position_ = 0;
+      begin_epoch();
+    }
+    const ref::Batch b = make_batch(position_++);
+    const at::Tensor loss = forward_loss(b.images, b.labels);
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    loss.backward();
+    optimizer_->step();
+    scheduler_->step();
+    StepRecord r;
+    r.step = step_++;
+    r.epoch = epoch_;
+    r.loss = loss.item<double>();
+    return r;
+  }
+};
+
+Findings bf16_speed(ref::ReferenceRun& run, double bar, std::string& noisy) {
+  CheckContext ctx;
+  ctx.check = "amp";
+  ctx.device = "cpu";
+  ctx.seed = 11;
+  ctx.recipe = "amp speed test";
+  AmpOptions bf16;
+  bf16.dtype = c10::kBFloat16;
+  run.set_amp(bf16);
+  run.setup(run_options(ctx, ctx.seed));
+  Findings f;
+  noisy = amp::throughput(ctx, run, c10::kBFloat16, f, bar);
+  std::cout << f.result().evidence << "\n";
+  return f;
+}
+
+TEST(AmpProcedureSpeed, TheRecipesOwnOptimisationStepIsTimed) {
+  GradNormFromASecondBackward twice;
+  std::string noisy;
+  const Findings f = bf16_speed(twice, 0.01, noisy);
+  EXPECT_EQ(noisy, "");
+  EXPECT_EQ(speed_status(f, "amp_procedure_speed"), "broken") << f.result().evidence;
+}
+
+TEST(AmpProcedureSpeed, ARecipeWithItsOwnTrainStepIsNotTimedAsTheReference) {
+  OwnTrainStep own;
+  std::string noisy;
+  const Findings f = bf16_speed(own, 0.01, noisy);
+  EXPECT_EQ(speed_status(f, "amp_procedure_speed"), "recorded") << f.result().evidence;
+  EXPECT_NE(f.result().evidence.find("AMP procedure speed: not measured"), std::string::npos) << f.result().evidence;
+}
+
 }  // namespace
 }  // namespace tc

@@ -193,7 +193,8 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
   std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));
   if (!mine) {
     out.recorded("amp_procedure_speed", d + " AMP procedure speed: not measured (the recipe's AmpProbe::amp_step_on offers "
-                                        "no way to apply its procedure to the transformer workload)");
+                                        "no way to apply its procedure to the transformer workload: a recipe whose train_step is its own, "
+                                        "not ReferenceRun's, implements amp_step_on)");
     return "";
   }
   ref::ReferenceRun ref_amp, ref_fp32;

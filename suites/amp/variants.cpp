@@ -43,7 +43,7 @@ class ClipBeforeUnscale : public ref::ReferenceRun {
     optimizer_->zero_grad(/*set_to_none=*/true);
     scaler_->scale(loss).backward();
     after_backward();
-    torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.clip_norm);
+    torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
     scaler_->unscale_(*optimizer_);
     scaler_->step(*optimizer_);
     scaler_->update();

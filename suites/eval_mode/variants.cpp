@@ -41,7 +41,7 @@ class DetachInsteadOfNoGrad : public ref::ReferenceRun {
 // The training loop never sets model.train() back at the top of the next epoch.
 class NoTrainAfterEval : public ref::ReferenceRun {
  protected:
-  void begin_epoch() override { sampler_.set_epoch(epoch_); }
+  void begin_epoch() override { sampler_->set_epoch(epoch_); }
 };
 
 }  // namespace tc::variants

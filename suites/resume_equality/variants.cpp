@@ -1,44 +1,9 @@
-// Broken variants the resume_equality check must catch: each checkpoints all but one part of
-// the training state ("Checkpoint the whole training state").
-#include <algorithm>
+// The resume_equality variants (variants.h) registered on the reference.
+#include "suites/resume_equality/variants.h"
 
 #include "harness/contract/registry.h"
-#include "reference/reference_run.h"
 
-namespace tc::variants {
-
-// Drops one named part from the reference's full-state checkpoint.
-template <const char* Part>
-class Without : public ref::ReferenceRun {
- protected:
-  std::vector<ref::CheckpointPart> checkpoint_parts() override {
-    auto parts = ReferenceRun::checkpoint_parts();
-    parts.erase(std::remove_if(parts.begin(), parts.end(),
-                               [](const ref::CheckpointPart& p) { return p.name == Part; }),
-                parts.end());
-    return parts;
-  }
-};
-
-inline constexpr char kOptimizer[] = "optimizer";
-inline constexpr char kScheduler[] = "scheduler";
-inline constexpr char kRng[] = "rng";
-inline constexpr char kSampler[] = "sampler";
-inline constexpr char kScaler[] = "scaler";
-
-// Fail: `torch.save(model.state_dict(), path)`: only the weights.
-class WeightsOnlyCheckpoint : public ref::ReferenceRun {
- protected:
-  std::vector<ref::CheckpointPart> checkpoint_parts() override {
-    auto parts = ReferenceRun::checkpoint_parts();
-    parts.resize(1);  // {"model"}
-    return parts;
-  }
-};
-
-}  // namespace tc::variants
-
-TC_RECIPE(tc::variants::WeightsOnlyCheckpoint, "weights_only_checkpoint",
+TC_RECIPE(tc::variants::WeightsOnlyCheckpoint<>, "weights_only_checkpoint",
           "the checkpoint holds the model weights only")
     ->MustBeCaughtBy({"resume_equality"})
     ->Breaks("resume_equality", {"resume_bitwise"});

@@ -7,9 +7,12 @@
 
 #include <unistd.h>
 
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
@@ -75,6 +78,31 @@ inline std::string promise_status(const Cell& c, const std::string& id) {
     s += p.value("status", std::string());
   }
   return s;
+}
+
+template <typename T>
+RunFactory make() {
+  return [] { return std::unique_ptr<Run>(new T()); };
+}
+
+// Every promise the cell judged held (or was recorded as not judged, with its reason), timing
+// promises aside (what they measure depends on the machine and its load; their own tests assert
+// them): no false alarm on correct code.
+inline void expect_nothing_broken(const Cell& c, const std::string& check, const std::string& recipe) {
+  std::cout << check << " / " << recipe << " [" << to_string(c.verdict) << "]: " << c.evidence << "\n";
+  EXPECT_NE(c.outcome, Outcome::kNone) << check << " / " << recipe << ": " << c.evidence;
+  const CheckInfo* info = Registry::global().find_check(check);
+  ASSERT_NE(info, nullptr);
+  for (const auto& p : c.metrics.value("promises", nlohmann::json::array())) {
+    const std::string id = p.value("id", "");
+    bool timing = false;
+    for (const PromiseInfo& pi : info->promises) timing = timing || (pi.id == id && pi.timing);
+    if (!timing) EXPECT_NE(p.value("status", ""), "broken") << check << " / " << recipe << ": " << id << ": " << c.evidence;
+  }
+}
+
+inline void expect_nothing_broken(const std::string& check, const std::string& recipe, RunFactory f) {
+  expect_nothing_broken(run_one(check, recipe, std::move(f)), check, recipe);
 }
 
 }  // namespace tc::testing_recipes

@@ -18,6 +18,8 @@
 namespace tc {
 namespace {
 
+using testing_recipes::expect_nothing_broken;
+using testing_recipes::make;
 using testing_recipes::promise_status;
 using testing_recipes::run_one;
 
@@ -291,28 +293,6 @@ class TwoFileCheckpoint : public ref::ReferenceRun {
     return {model, rest};
   }
 };
-
-template <typename T>
-RunFactory make() {
-  return [] { return std::unique_ptr<Run>(new T()); };
-}
-
-// Every promise the cell judged held (or was recorded as not judged, with its reason), timing
-// promises aside (what they measure depends on the machine and its load; their own tests assert
-// them): no false alarm on correct code.
-void expect_nothing_broken(const std::string& check, const std::string& recipe, RunFactory f) {
-  const Cell c = run_one(check, recipe, std::move(f));
-  std::cout << check << " / " << recipe << " [" << to_string(c.verdict) << "]: " << c.evidence << "\n";
-  EXPECT_NE(c.outcome, Outcome::kNone) << check << " / " << recipe << ": " << c.evidence;
-  const CheckInfo* info = Registry::global().find_check(check);
-  ASSERT_NE(info, nullptr);
-  for (const auto& p : c.metrics.value("promises", nlohmann::json::array())) {
-    const std::string id = p.value("id", "");
-    bool timing = false;
-    for (const PromiseInfo& pi : info->promises) timing = timing || (pi.id == id && pi.timing);
-    if (!timing) EXPECT_NE(p.value("status", ""), "broken") << check << " / " << recipe << ": " << id << ": " << c.evidence;
-  }
-}
 
 TEST(WrittenDifferently, FrozenStem) {
   for (const char* check : {"step_hygiene", "registration", "autograd_inplace", "resume_equality",

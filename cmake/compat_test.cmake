@@ -1,0 +1,75 @@
+# The previous release's user project builds against this one (CTest `compat.user_recipe_0_2`):
+# install this build into a fresh prefix, configure examples/compat/user_recipe-0.2 (frozen: written
+# against 0.2, `find_package(torchconform 0.2)`) against it, build it, and require
+#   - the configure to accept the 0.2 request (torchconformConfigVersion.cmake),
+#   - each renamed name it uses to compile with a deprecation message naming the new one,
+#   - the binary to list the project's recipes and run a check on one.
+# A project written for a release older than the previous one is refused at configure time.
+#
+# cmake -DBUILD_DIR= -DSOURCE_DIR= -DWORK= -DGENERATOR= -DMAKE_PROGRAM= -DCXX_COMPILER=
+#       -DTORCH_PREFIX= -DLAUNCHER= -P compat_test.cmake
+cmake_minimum_required(VERSION 3.25)
+
+function(step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (exit ${rc}):\n${ARGN}\n--- stdout\n${out}\n--- stderr\n${err}")
+  endif()
+  message(STATUS "${what}: ok")
+  set(step_out "${out}${err}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK}/prefix)
+set(project_dir ${SOURCE_DIR}/examples/compat/user_recipe-0.2)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+
+set(cfg ${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${prefix}:${TORCH_PREFIX}" ${CMAKE_COMMAND} -G ${GENERATOR}
+        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+if(MAKE_PROGRAM)
+  list(APPEND cfg -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+endif()
+if(LAUNCHER)
+  list(APPEND cfg -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+endif()
+
+# 1. A request older than the previous release is refused at configure time, with the versions named.
+file(MAKE_DIRECTORY ${WORK}/too_old)
+file(WRITE ${WORK}/too_old/CMakeLists.txt
+     "cmake_minimum_required(VERSION 3.25)\nproject(too_old LANGUAGES CXX)\nfind_package(torchconform 0.1 REQUIRED)\n")
+execute_process(COMMAND ${cfg} -S ${WORK}/too_old -B ${WORK}/too_old/build
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "torchconform.*0\\.1")
+  message(FATAL_ERROR "find_package(torchconform 0.1) was not refused with the versions named (exit ${rc}):\n${out}${err}")
+endif()
+message(STATUS "a 0.1 request refused: ok")
+
+# 2. The 0.2 project configures and builds.
+step("configure the 0.2 project" ${cfg} -S ${project_dir} -B ${WORK}/build)
+step("build the 0.2 project" ${CMAKE_COMMAND} --build ${WORK}/build --clean-first)
+set(build_log "${step_out}")
+
+# 3. Every renamed name it uses compiled with a message naming the new one.
+foreach(expect "ResumableStepLR.*deprecated.*Resumable<torch::optim::StepLR>")
+  if(NOT build_log MATCHES "${expect}")
+    message(FATAL_ERROR "the build did not warn /${expect}/:\n${build_log}")
+  endif()
+endforeach()
+message(STATUS "deprecation messages: ok")
+
+# 4. It runs: its recipes are listed, and a check judges one.
+set(exe ${WORK}/build/team_checks)
+step("list" ${exe} list --json)
+foreach(r team_mlp team_cnn team_logged_decay)
+  if(NOT step_out MATCHES "\"${r}\"")
+    message(FATAL_ERROR "the 0.2 project's binary does not list ${r}:\n${step_out}")
+  endif()
+endforeach()
+step("run" ${exe} run --device cpu --recipe team_logged_decay --check registration --json ${WORK}/run.json)
+file(READ ${WORK}/run.json report)
+string(JSON verdict GET "${report}" cells 0 verdict)
+if(NOT verdict STREQUAL "ok")
+  message(FATAL_ERROR "registration on team_logged_decay: ${verdict}\n${report}")
+endif()
+message(STATUS "the 0.2 project runs: ok")
