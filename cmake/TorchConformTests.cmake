@@ -60,7 +60,7 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=17)
+tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=17 Slots=44)
 
 # A variant that breaks nothing, run through the command line (tc_suite_tests run adds the tests'
 # recipes): `missed` in the matrix and exit 1.
@@ -83,7 +83,7 @@ add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/a
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)
-tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=23 AmpProcedureSpeed=22 AmpUnderflow=11
+tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=23 AmpProcedureSpeed=47 AmpUnderflow=11
                 AmpParityMisattribution=8 AmpFingerprint=7)
 
 # --- CLI: exit codes and messages ---------------------------------------------------------------
