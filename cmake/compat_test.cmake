@@ -10,14 +10,7 @@
 #       -DTORCH_PREFIX= -DLAUNCHER= -P compat_test.cmake
 cmake_minimum_required(VERSION 3.25)
 
-function(step what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (exit ${rc}):\n${ARGN}\n--- stdout\n${out}\n--- stderr\n${err}")
-  endif()
-  message(STATUS "${what}: ok")
-  set(step_out "${out}${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/script_step.cmake)
 
 set(prefix ${WORK}/prefix)
 set(project_dir ${SOURCE_DIR}/examples/compat/user_recipe-0.2)
@@ -48,7 +41,7 @@ message(STATUS "a 0.1 request refused: ok")
 # 2. The 0.2 project configures and builds.
 step("configure the 0.2 project" ${cfg} -S ${project_dir} -B ${WORK}/build)
 step("build the 0.2 project" ${CMAKE_COMMAND} --build ${WORK}/build --clean-first)
-set(build_log "${step_out}")
+set(build_log "${step_out}${step_err}")
 
 # 3. Every renamed name it uses compiled with a message naming the new one.
 foreach(expect "ResumableStepLR.*deprecated.*Resumable<torch::optim::StepLR>")

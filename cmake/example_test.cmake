@@ -7,15 +7,7 @@
 # Any failure is a FATAL_ERROR (the test fails; nothing here skips).
 cmake_minimum_required(VERSION 3.25)
 
-function(step what)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "${what} failed (exit ${rc}):\n${ARGN}\n--- stdout\n${out}\n--- stderr\n${err}")
-  endif()
-  message(STATUS "${what}: ok")
-  set(step_out "${out}" PARENT_SCOPE)
-  set(step_err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/script_step.cmake)
 
 set(prefix ${WORK}/prefix)
 set(ex_build ${WORK}/build)
