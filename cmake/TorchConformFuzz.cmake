@@ -16,11 +16,12 @@ set(TC_FUZZ_LINK -fsanitize=fuzzer,address,undefined)
 # The utilities are a leaf library without LibTorch (harness/util): instrumented and linked whole.
 target_compile_options(tc_util PRIVATE ${TC_FUZZ_COMPILE})
 
-# The report readers are the core's: their files without the rest of it (no LibTorch).
-add_executable(tc_fuzz_report harness/fuzz/report_fuzz.cpp harness/report_json.cpp harness/gbench_json.cpp
-                              harness/contract/record.cpp harness/statistics.cpp)
+# The report readers are the core's library tc_report (no LibTorch), instrumented here, with the
+# record model it reads into (contract/record.cpp, built here without the rest of tc_contract).
+target_compile_options(tc_report PRIVATE ${TC_FUZZ_COMPILE})
+add_executable(tc_fuzz_report harness/fuzz/report_fuzz.cpp harness/contract/record.cpp)
 target_include_directories(tc_fuzz_report PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(tc_fuzz_report PRIVATE tc_util nlohmann_json::nlohmann_json)
+target_link_libraries(tc_fuzz_report PRIVATE tc_report tc_util nlohmann_json::nlohmann_json)
 target_compile_options(tc_fuzz_report PRIVATE ${TC_FUZZ_COMPILE})
 target_link_options(tc_fuzz_report PRIVATE ${TC_FUZZ_LINK})
 

@@ -51,6 +51,7 @@ install(FILES
 
 set_target_properties(tc_util PROPERTIES EXPORT_NAME util)
 set_target_properties(tc_contract PROPERTIES EXPORT_NAME contract)
+set_target_properties(tc_report PROPERTIES EXPORT_NAME report)
 set_target_properties(tc_harness PROPERTIES EXPORT_NAME harness)
 set_target_properties(tc_cli PROPERTIES EXPORT_NAME cli)
 set_target_properties(tc_main PROPERTIES EXPORT_NAME main)
@@ -58,7 +59,7 @@ set_target_properties(tc_reference PROPERTIES EXPORT_NAME reference)
 set_target_properties(tc_check_support PROPERTIES EXPORT_NAME check_support)
 set_target_properties(tc_suites PROPERTIES EXPORT_NAME suites)
 set_target_properties(tc_reference_distributed PROPERTIES EXPORT_NAME reference_distributed)
-install(TARGETS tc_util tc_contract tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
+install(TARGETS tc_util tc_contract tc_report tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
   EXPORT torchconformTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${TC_INSTALL_INCLUDEDIR})

@@ -20,21 +20,22 @@ tc_torch_link_fixups(tc_contract_tests)
 tc_gtest_suites(tc_contract_tests LABELS unit)
 
 # The utilities, without LibTorch (harness/util is a leaf library).
-add_executable(tc_util_tests harness/util/tests/util_test.cpp harness/util/tests/median_interval_test.cpp)
-target_link_libraries(tc_util_tests PRIVATE tc_util GTest::gtest_main)
+add_executable(tc_util_tests harness/util/tests/util_test.cpp harness/util/tests/median_interval_test.cpp
+                             harness/util/tests/statistics_test.cpp)
+target_link_libraries(tc_util_tests PRIVATE tc_util nlohmann_json::nlohmann_json GTest::gtest_main)
+target_compile_definitions(tc_util_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tc_gtest_suites(tc_util_tests LABELS unit)
 
 add_executable(tc_harness_tests
-  harness/tests/ab_test.cpp
-  harness/tests/ab_turns_test.cpp
+  harness/ab/tests/ab_test.cpp
+  harness/ab/tests/turns_test.cpp
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
   harness/tests/compare_numerics_test.cpp
   harness/tests/compare_test.cpp
-  harness/tests/qualify_judge_test.cpp
+  harness/qualify/tests/judge_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
-  harness/tests/statistics_test.cpp
   harness/tests/trend_test.cpp)
 target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli GTest::gtest_main)
 target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
@@ -356,7 +357,7 @@ tc_resilience_test(tc_report_resilience_tests harness/tests/report_resilience_te
 # starts from, the checkpoint fuzzers' regressions.
 tc_resilience_test(tc_checkpoint_resilience_tests reference/tests/checkpoint_resilience_test.cpp)
 
-# --- the layers: the include rule of DESIGN.md, and that the rule catches a forbidden include ----
+# --- the layers: the include rule of docs/design.md, and that the rule catches a forbidden include ----
 add_test(NAME layers.include_rule COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers ${PROJECT_SOURCE_DIR})
 # docs/api.md lists exactly the headers `cmake --install` installs (the public API).
 add_test(NAME contract.public_api_documented COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-public-api ${PROJECT_SOURCE_DIR})

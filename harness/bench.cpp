@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc::bench {
 

@@ -17,10 +17,10 @@
 
 #include "harness/util/atomic_file.h"
 #include "harness/util/posix_fs.h"
-#include "harness/ab.h"
-#include "harness/ab_report.h"
-#include "harness/ab_run.h"
-#include "harness/ab_turns.h"
+#include "harness/ab/ab.h"
+#include "harness/ab/report.h"
+#include "harness/ab/run.h"
+#include "harness/ab/turns.h"
 #include "harness/bench.h"
 #include "harness/catalogue.h"
 #include "harness/compare.h"
@@ -32,7 +32,7 @@
 #include "harness/gbench_json.h"
 #include "harness/html_writer.h"
 #include "harness/multi_process.h"
-#include "harness/qualify.h"
+#include "harness/qualify/qualify.h"
 #include "harness/contract/registry.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
@@ -420,8 +420,8 @@ struct AbArgs {
   bool strict = false;
 };
 
-// `ab BASE NEW`: paired rounds of both builds' benchmarks (harness/ab.h for the statistics,
-// harness/ab_run.h for the launching). Exit 0: no regression; 1: a regression (strict: or an
+// `ab BASE NEW`: paired rounds of both builds' benchmarks (harness/ab/ab.h for the statistics,
+// harness/ab/run.h for the launching). Exit 0: no regression; 1: a regression (strict: or an
 // inconclusive benchmark); 2: bad input, a program that is not torchconform, a failing child run.
 int cmd_ab(const AbArgs& a, int argc, char** argv) {
   AbOptions options;

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "harness/contract/record.h"
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 

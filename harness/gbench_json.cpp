@@ -7,7 +7,7 @@
 #include <set>
 
 #include "harness/report_json.h"
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 

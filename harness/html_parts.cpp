@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
 
 namespace tc::html {

@@ -1,6 +1,6 @@
 // Starting torchrun (from the pinned torch) on a native binary, with a deadline: nothing that the
 // distributed check, its fault tests or its benchmark start can hang. Used by suites/distributed
-// and by `ab` (harness/ab_run.cpp), which starts the two builds it compares.
+// and by `ab` (harness/ab/run.cpp), which starts the two builds it compares.
 #pragma once
 
 #include <chrono>

@@ -6,7 +6,7 @@
 #include <map>
 #include <sstream>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 

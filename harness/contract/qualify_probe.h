@@ -1,6 +1,6 @@
 // Qualification probes (`torchconform qualify`): what one rank measures on its device, and the one
 // registration through which suites/qualify hands its worker to the CLI. The harness core launches
-// torchrun, calls the worker on every rank, judges rank 0's gathered figures (harness/qualify.h)
+// torchrun, calls the worker on every rank, judges rank 0's gathered figures (harness/qualify/qualify.h)
 // and formats them; the probes themselves need LibTorch and c10d and live in suites/qualify.
 //
 //   static const bool registered = tc::qualify::set_worker([](const tc::qualify::WorkerOptions& o) {

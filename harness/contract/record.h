@@ -1,5 +1,5 @@
 // Plain value records the runner makes and the reporters format (no torch, no I/O).
-// Internal to the harness: suites include registry.h, recipe authors include harness/contract/run.h.
+// Installed (docs/api.md): checks include registry.h, recipe authors harness/contract/run.h.
 #pragma once
 
 #include <map>
@@ -28,7 +28,7 @@ Outcome outcome_from_string(const std::string& s);
 Verdict verdict_from_string(const std::string& s);
 Role role_from_string(const std::string& s);
 
-// The verdict of a cell that ran to an outcome. Pure: the whole verdict logic of DESIGN.md.
+// The verdict of a cell that ran to an outcome. Pure: the whole verdict logic (docs/design.md).
 //   expected pass, outcome pass -> ok       expected fail, outcome fail -> ok
 //   expected pass, outcome fail -> false_alarm (the suite's reference)
 //                                  fail        (a subject: the user's recipe breaks the practice)

@@ -43,6 +43,7 @@
 
 #include "harness/contract/qualify_probe.h"
 #include "harness/util/sha256.h"
+#include "harness/util/statistics.h"
 #include "reference/distributed.h"
 #include "reference/model.h"
 
@@ -137,10 +138,7 @@ struct Probe {
       pg.barrier();
       f.samples.push_back(amount / timed(cpu_time, work));
     }
-    std::vector<double> s = f.samples;
-    std::sort(s.begin(), s.end());
-    const size_t n = s.size();
-    f.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    f.median = stats::median(f.samples);
     return f;
   }
 };

@@ -1,4 +1,4 @@
-#include "harness/ab_run.h"
+#include "harness/ab/run.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,7 +13,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "harness/ab_turns.h"
+#include "harness/ab/turns.h"
 #include "harness/launch.h"
 #include "harness/report_json.h"
 #include "harness/scratch.h"

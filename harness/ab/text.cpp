@@ -2,8 +2,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/ab_report.h"
-#include "harness/statistics.h"
+#include "harness/ab/report.h"
+#include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
 
 namespace tc {

@@ -1,9 +1,9 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/ab_report.h"
+#include "harness/ab/report.h"
 #include "harness/html_parts.h"
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
 
 namespace tc {

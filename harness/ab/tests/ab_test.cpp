@@ -1,14 +1,14 @@
 // `ab`'s verdict on paired per-round ratios, the pairing of the rounds' records, the rounds' order
-// and the reporters, on fixed records (no processes: harness/ab.h is pure).
+// and the reporters, on fixed records (no processes: harness/ab/ab.h is pure).
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include <gtest/gtest.h>
 
-#include "harness/ab.h"
-#include "harness/ab_report.h"
-#include "harness/statistics.h"
+#include "harness/ab/ab.h"
+#include "harness/ab/report.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 namespace {

@@ -6,10 +6,10 @@
 //  - repetition (the default): first a calibration `bench` of each side (one repetition per
 //    benchmark: which benchmarks each has, and BASE's iteration count); then, per benchmark both
 //    have, both builds are started side by side on it (`bench --iterations N --ab-turns DIR`,
-//    harness/ab_turns.h) and take turns, one repetition at a time, in the order drawn per round:
+//    harness/ab/turns.h) and take turns, one repetition at a time, in the order drawn per round:
 //    round j is the pair of j-th repetitions, measured within a fraction of a second of each
 //    other, so that noise slower than a repetition cancels in the pair's ratio.
-// Either way the rounds go to ab_compare() (harness/ab.h).
+// Either way the rounds go to ab_compare() (harness/ab/ab.h).
 //
 // Bad input is a std::runtime_error with a plain sentence (the CLI exits 2): a path that is neither
 // an executable nor a directory holding `torchconform`, a program that does not answer
@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/ab.h"
+#include "harness/ab/ab.h"
 
 namespace tc {
 

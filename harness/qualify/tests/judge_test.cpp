@@ -1,8 +1,8 @@
 // The judgement of `torchconform qualify`: robust leave-one-out bounds and fingerprint majority.
 #include <gtest/gtest.h>
 
-#include "harness/qualify.h"
-#include "harness/qualify_judge.h"
+#include "harness/qualify/qualify.h"
+#include "harness/qualify/judge.h"
 
 namespace tc::qualify {
 namespace {

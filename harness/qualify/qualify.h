@@ -1,6 +1,6 @@
 // `torchconform qualify`: which device of a machine (or of a torchrun job) is the odd one out.
 // Every rank runs the registered probes (suites/qualify, through harness/contract/qualify_probe.h)
-// at the same time; rank 0 gathers them, judges them (harness/qualify_judge.h) and reports.
+// at the same time; rank 0 gathers them, judges them (harness/qualify/judge.h) and reports.
 //
 // Outside torchrun this launches torchrun on this binary (one rank per GPU with --device cuda, N CPU
 // ranks with Gloo otherwise) with a deadline, reads back rank 0's gathered figures and judges and
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/qualify_judge.h"
+#include "harness/qualify/judge.h"
 
 namespace tc::qualify {
 
@@ -41,7 +41,7 @@ struct Report {
 // The whole command; `header` is what every report starts with (tool, run, environment).
 int run_command(const Args& args, const nlohmann::json& header, const std::string& self_executable);
 
-// Reporters (harness/qualify_report.cpp): format only.
+// Reporters (harness/qualify/report.cpp): format only.
 std::string render_text(const Report& r);
 nlohmann::json report_json(const Report& r);  // "schema": "torchconform.qualify/1"
 std::string render_html(const Report& r);

@@ -1,4 +1,4 @@
-#include "harness/ab_turns.h"
+#include "harness/ab/turns.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,10 +1,10 @@
 // The reporters of `torchconform qualify`: console table, JSON, self-contained HTML. Format only:
-// the judgement is made before (harness/qualify_judge.h).
+// the judgement is made before (harness/qualify/judge.h).
 #include <iomanip>
 #include <sstream>
 
 #include "harness/html_parts.h"
-#include "harness/qualify.h"
+#include "harness/qualify/qualify.h"
 #include "harness/util/text_format.h"
 
 namespace tc::qualify {

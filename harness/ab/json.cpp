@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "harness/ab_report.h"
+#include "harness/ab/report.h"
 
 namespace tc {
 

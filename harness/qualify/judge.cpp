@@ -1,11 +1,11 @@
-#include "harness/qualify_judge.h"
+#include "harness/qualify/judge.h"
 
 #include <cmath>
 #include <map>
 #include <sstream>
 #include <stdexcept>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
 
 namespace tc::qualify {

@@ -1,4 +1,4 @@
-// The turn-taking channel of `ab --pairing repetition` (harness/ab_turns.h), both ends in this
+// The turn-taking channel of `ab --pairing repetition` (harness/ab/turns.h), both ends in this
 // process: a side without a turn does not run, turns alternate in the order given, "stop" skips
 // what is left, and a side whose `ab` is gone is told so instead of waiting for ever. (The two real
 // builds taking turns: cli.ab_* tests.) And the filter that starts one benchmark in each build.
@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/ab_run.h"
-#include "harness/ab_turns.h"
+#include "harness/ab/run.h"
+#include "harness/ab/turns.h"
 #include "harness/cli.h"
 #include "harness/contract/bench_registry.h"
 #include "harness/report_json.h"

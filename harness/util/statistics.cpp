@@ -1,4 +1,4 @@
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 #include <algorithm>
 #include <cmath>

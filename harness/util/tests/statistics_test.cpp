@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc::stats {
 namespace {

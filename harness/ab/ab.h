@@ -1,12 +1,12 @@
 // Paired A/B benchmarking (`torchconform ab BASE NEW`): the statistics and the verdict, as pure
-// functions over the records of the rounds (no I/O, no processes; the CLI's ab_run.cpp launches
-// the two builds, ab_text / ab_html / ab_json format the result).
+// functions over the records of the rounds (no I/O, no processes; the CLI's ab/run.cpp launches
+// the two builds, text.cpp / html.cpp / json.cpp format the result).
 //
 // Why paired: `compare` tests the samples of two runs made at different times, so a shift of the
 // whole machine between the runs (another job starting) reads as a change of the code. `ab` runs
 // BASE and NEW in rounds, each round one measurement of each in a random order (one repetition
 // of each, the two builds taking turns side by side; or, pairing runs, a short benchmark process
-// of each: harness/ab_run.h), and judges the per-round ratio NEW/BASE: a shift that lasts longer
+// of each: harness/ab/run.h), and judges the per-round ratio NEW/BASE: a shift that lasts longer
 // than a round hits both sides of that round alike and cancels in the ratio; a random order keeps
 // a drift inside a round from favouring one side.
 //

@@ -1,4 +1,4 @@
-#include "harness/ab.h"
+#include "harness/ab/ab.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 #include <sstream>
 #include <utility>
 
-#include "harness/statistics.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 

@@ -1,6 +1,6 @@
-// Reporters of `torchconform ab` (harness/ab.h): plain text (stdout), the JSON document
+// Reporters of `torchconform ab` (harness/ab/ab.h): plain text (stdout), the JSON document
 // `torchconform.ab/1` (--json) and a self-contained HTML page (--html). Formats only; one file
-// each (ab_text.cpp, ab_json.cpp, ab_html.cpp). The JSON document is described in
+// each (text.cpp, json.cpp, html.cpp). The JSON document is described in
 // docs/benchmarks-and-gating.md ("ab").
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/ab.h"
+#include "harness/ab/ab.h"
 
 namespace tc {
 

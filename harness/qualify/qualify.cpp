@@ -1,4 +1,4 @@
-#include "harness/qualify.h"
+#include "harness/qualify/qualify.h"
 
 #include <unistd.h>
 
