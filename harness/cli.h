@@ -1,5 +1,6 @@
-// The `torchconform` command line. Exit codes: 0 every cell ok or skipped, 1 any missed /
-// false_alarm / error, 2 bad usage or environment.
+// The `torchconform` command line: list, run, report, bench, compare, ab, trend, qualify (one file
+// each in harness/cli/). Every command exits 0 on success and 2 on bad usage or input; what 1 (and
+// run's 77, every cell skipped) means is in each command's --help and in docs/design.md.
 #pragma once
 
 namespace tc {

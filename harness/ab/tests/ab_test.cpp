@@ -8,6 +8,7 @@
 
 #include "harness/ab/ab.h"
 #include "harness/ab/report.h"
+#include "harness/tests/approval.h"
 #include "harness/util/statistics.h"
 
 namespace tc {
@@ -272,6 +273,40 @@ TEST(AbReport, TextJsonAndHtmlCarryTheRatiosIntervalAndVerdict) {
   EXPECT_NE(html.find("data-status=\"regression\""), std::string::npos);
   EXPECT_NE(html.find("<td>1.130</td>"), std::string::npos);  // round 9's ratio in the rounds table
   EXPECT_EQ(html.find("<script"), std::string::npos);         // self-contained, nothing to run
+}
+
+// The three outputs of `ab` for fixed rounds and a fixed run description: any difference from the
+// approved files (harness/tests/approved/ab.approved.*) is a change of the format.
+TEST(Approval, AbTextJsonAndHtml) {
+  std::vector<double> base(10, 2.0), next;
+  for (double x : kSlower) next.push_back(2.0 * x);
+  std::vector<AbRound> rounds = rounds_of(base, next);
+  for (size_t i = 0; i < rounds.size(); ++i) {  // a second benchmark that did not change
+    rounds[i].base.push_back(rec("load", "ms", {5.0 + 0.01 * static_cast<double>(i % 3)}));
+    rounds[i].next.push_back(rec("load", "ms", {5.0 + 0.01 * static_cast<double>((i + 1) % 3)}));
+  }
+  const AbResult r = ab_compare(rounds, AbOptions{});
+  AbRunInfo run;
+  run.tool = {{"name", "torchconform"}, {"version", "0.0.0-approval"}, {"git_commit", nullptr}};
+  run.started_at = "2026-01-01T00:00:00Z";
+  run.ended_at = "2026-01-01T00:01:00Z";
+  run.argv = {"torchconform", "ab", "build-a", "build-b", "--", "--benchmark_filter=step|load"};
+  run.base_arg = "build-a";
+  run.next_arg = "build-b";
+  run.base_binary = "/work/build-a/torchconform";
+  run.next_binary = "/work/build-b/torchconform";
+  run.next_env = {{"TORCHCONFORM_BENCH_SLOWDOWN_MS", "1"}};
+  run.pairing = "repetition";
+  run.bench_flags = {"--benchmark_filter=step|load"};
+  run.turn_flags = {"--benchmark_filter=step|load", "--benchmark_min_time=0.1s"};
+  run.iterations = {{"step", 19}, {"load", 40}};
+  run.seed = 7;
+  run.planned_rounds = 10;
+  run.wall_s = 60.0;
+  run.environment = {{"cpu.model", "CPU A", "CPU B"}};
+  expect_approved("ab.approved.txt", render_ab_text(run, r));
+  expect_approved("ab.approved.json", ab_to_json(run, r).dump(2) + "\n");
+  expect_approved("ab.approved.html", render_ab_html(run, r));
 }
 
 }  // namespace

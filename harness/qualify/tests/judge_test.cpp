@@ -3,6 +3,7 @@
 
 #include "harness/qualify/qualify.h"
 #include "harness/qualify/judge.h"
+#include "harness/tests/approval.h"
 
 namespace tc::qualify {
 namespace {
@@ -120,6 +121,22 @@ TEST(QualifyReport, TextJsonAndHtmlNameTheFlaggedRank) {
   EXPECT_NE(html.find("<tr data-rank=\"1\" data-flagged=\"true\">"), std::string::npos);
   EXPECT_NE(html.find("<tr data-rank=\"0\" data-flagged=\"false\">"), std::string::npos);
   EXPECT_EQ(html.find("<script"), std::string::npos);  // self-contained, no scripts
+}
+
+// qualify's three outputs for fixed ranks (one slow, one with another fingerprint): any difference
+// from the approved files (harness/tests/approved/qualify.approved.*) is a change of the format.
+TEST(Approval, QualifyTextJsonAndHtml) {
+  Report r;
+  r.header = {{"tool", {{"name", "torchconform"}, {"version", "0.0.0-approval"}, {"git_commit", nullptr}}},
+              {"run", {{"started_at", "2026-01-01T00:00:00Z"}, {"argv", {"torchconform", "qualify"}}, {"seed", 0},
+                       {"devices", {"cpu"}}}},
+              {"environment", {{"host", "approval-host"}}}};
+  r.ranks = {rank(0, 1.0), rank(1, 1.02), rank(2, 0.5), rank(3, 0.98, "bb")};
+  r.bounds = Bounds{};
+  r.judgement = judge(r.ranks, r.bounds);
+  expect_approved("qualify.approved.txt", render_text(r));
+  expect_approved("qualify.approved.json", report_json(r).dump(2) + "\n");
+  expect_approved("qualify.approved.html", render_html(r));
 }
 
 }  // namespace

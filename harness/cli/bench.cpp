@@ -1,0 +1,147 @@
+// `torchconform bench [--json PATH] [--iterations N] [google-benchmark flags]`: the registered
+// benchmarks through Google Benchmark, folded into a report. Every flag this command does not
+// declare passes to Google Benchmark untouched, which rejects the ones it does not know. Exit 0,
+// 1 a benchmark failed, 2 bad usage or input.
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <benchmark/benchmark.h>
+
+#include "harness/ab/turns.h"
+#include "harness/bench.h"
+#include "harness/cli/common.h"
+#include "harness/report_json.h"
+#include "harness/util/atomic_file.h"
+#include "harness/util/posix_fs.h"
+
+namespace tc::cli {
+namespace {
+
+using nlohmann::json;
+
+struct BenchArgs {
+  std::string json_path;  // empty: reports/latest-bench.json, written anew
+  std::string iterations;
+  std::string turns_dir;
+};
+
+long long parse_iterations(const std::string& v) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < 1) throw UsageError("--iterations needs a whole number of at least 1, not '" + v + "'");
+  return n;
+}
+
+// The hooks that make each repetition wait for its turn from `ab --pairing repetition`.
+struct Turns {
+  std::unique_ptr<TurnTaker> taker;
+  size_t taken = 0;
+  explicit Turns(const std::string& dir) {
+    if (dir.empty()) return;
+    taker = std::make_unique<TurnTaker>(dir);
+    bench::set_invocation_hooks(
+        [this](benchmark::State& s) {
+          ++taken;
+          switch (taker->wait()) {
+            case TurnTaker::Turn::kGo: return true;
+            case TurnTaker::Turn::kStop: s.SkipWithError("skipped: stopped by ab (its time budget is spent)"); return false;
+            case TurnTaker::Turn::kGone: s.SkipWithError("ab stopped giving turns (it has ended)"); return false;
+          }
+          return false;
+        },
+        [this] { taker->done(); });
+  }
+  ~Turns() { bench::set_invocation_hooks(nullptr, nullptr); }
+};
+
+// Says which benchmarks failed (a benchmark that cannot run here is said, not counted); returns
+// how many failed.
+int report_errors(const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+  int errors = 0;
+  for (const auto& r : runs) {
+    if (r.error_occurred && r.error_message.rfind("skipped: ", 0) == 0) {
+      std::cerr << "torchconform: benchmark " << r.benchmark_name() << " " << r.error_message << '\n';
+    } else if (r.error_occurred) {
+      ++errors;
+      std::cerr << "torchconform: benchmark " << r.benchmark_name() << " failed: " << r.error_message << '\n';
+    }
+  }
+  return errors;
+}
+
+int cmd_bench(const BenchArgs& a, std::vector<std::string> passed, int argc, char** argv, const std::string& help) {
+  apply_thread_count();  // as for run: the benchmarks' intra-op threads (recorded in the environment)
+  const bool merge = !a.json_path.empty();
+  const std::string json_path = merge ? a.json_path : "reports/latest-bench.json";
+  const long long iterations = a.iterations.empty() ? 0 : parse_iterations(a.iterations);
+  if (std::find(passed.begin(), passed.end(), "--help") != passed.end()) std::cout << help << "\nGoogle Benchmark flags:\n";
+  std::vector<std::string> gargs{argv[0]};
+  bool has_repetitions = false;
+  for (const std::string& f : passed) {
+    has_repetitions = has_repetitions || f.rfind("--benchmark_repetitions", 0) == 0;
+    gargs.push_back(f);
+  }
+  if (!has_repetitions) gargs.push_back("--benchmark_repetitions=5");
+  std::vector<char*> gargv;
+  for (std::string& s : gargs) gargv.push_back(s.data());
+  gargv.push_back(nullptr);
+  int gargc = static_cast<int>(gargs.size());
+  benchmark::Initialize(&gargc, gargv.data());
+  if (benchmark::ReportUnrecognizedArguments(gargc, gargv.data())) return kExitUsage;
+
+  const bool existing = merge && posix_fs::exists(json_path);
+  // Before the benchmarks run: bad input fails before the long run, and the header records the
+  // machine as the run found it (benchmarks may change global flags: the reference recipe turns
+  // deterministic algorithms on).
+  Report report = existing ? read_report_file(json_path) : report_header(argc, argv, 0, json::array({"cpu"}));
+  if (iterations > 0) bench::set_fixed_iterations(iterations);
+  Turns turns(a.turns_dir);
+  bench::CollectingReporter reporter(std::make_unique<benchmark::ConsoleReporter>());
+  const size_t ran = benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  if (ran == 0) throw UsageError("no benchmark matched (see `torchconform bench --benchmark_list_tests`)");
+  if (turns.taker && turns.taken == 0) {
+    // Registered with Google Benchmark directly (BENCHMARK(...)), not through tc::bench::add: it
+    // ran without waiting for its turns.
+    throw UsageError("--ab-turns: the benchmark did not take turns (registered without tc::bench::add); "
+                     "compare it with `ab --pairing run`");
+  }
+  const int errors = report_errors(reporter.runs());
+  const std::vector<BenchmarkRecord> records = bench::records_from_runs(reporter.runs());
+  if (records.empty()) return errors > 0 ? 1 : 0;  // --benchmark_list_tests and the like: nothing to write
+  if (!existing) report.run["ended_at"] = utc_now();
+  bench::merge_benchmarks(report.benchmarks, records);
+  write_file_atomically(json_path, report_to_json(report).dump(2) + "\n");
+  std::cerr << "torchconform: wrote " << records.size() << " benchmark record(s) to " << json_path << '\n';
+  return errors > 0 ? 1 : 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app, int argc, char** argv) {
+  auto a = std::make_shared<BenchArgs>();
+  auto* sub = app.add_subcommand(
+      "bench",
+      "Run the registered benchmarks through Google Benchmark (default --benchmark_repetitions=5) and write "
+      "their per-repetition samples, median and cv into reports/latest-bench.json, or merge them into the "
+      "report --json PATH (replacing benchmarks of the same name and device). Flags it does not declare pass "
+      "to Google Benchmark (listed below with --help)");
+  sub->allow_extras();
+  sub->set_help_flag();  // --help passes through too: this help, then Google Benchmark's
+  sub->add_option("--json", a->json_path, "Merge into this report instead of writing reports/latest-bench.json");
+  sub->add_option("--iterations", a->iterations,
+                  "Every benchmark runs exactly N iterations per repetition (no estimation)");
+  sub->add_option("--ab-turns", a->turns_dir, "Each repetition waits for its turn from `ab --pairing repetition`")
+      ->group("");  // internal: ab's own use
+  sub->footer(
+      "Test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N adds N ms of CPU work to every reference/train_step step.\n"
+      "Exit codes: 0 every benchmark ran, 1 a benchmark failed, 2 bad usage or input.");
+  return {sub, [a, sub, argc, argv] { return cmd_bench(*a, sub->remaining(), argc, argv, sub->help()); }};
+}
+
+}  // namespace tc::cli

@@ -1,0 +1,188 @@
+// `torchconform run`: the matrix check x recipe x device, a report (JSON, HTML) and the exit code
+// of the cells: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every
+// cell skipped, 2 bad usage or input.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "harness/cli/common.h"
+#include "harness/console.h"
+#include "harness/contract/registry.h"
+#include "harness/devices.h"
+#include "harness/html_writer.h"
+#include "harness/multi_process.h"
+#include "harness/report_json.h"
+#include "harness/runner.h"
+
+namespace tc::cli {
+namespace {
+
+using nlohmann::json;
+
+struct RunArgs {
+  std::string device = "auto";
+  std::vector<std::string> checks, recipes;
+  int64_t seed = 1234;
+  bool quick = false;
+  bool sweep = false;
+  bool no_distributed = false;
+  std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
+  std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
+  std::string json_path = "reports/latest.json";
+  std::string html_path = "reports/latest.html";
+  double parse_memory_mb = 0.0;  // 0: TORCHCONFORM_PARSE_MEMORY_MB as it is (default 4096)
+  double parse_seconds = 0.0;    // 0: TORCHCONFORM_PARSE_SECONDS as it is (default 60)
+};
+
+// Multi-process checks: outside torchrun the runner launches torchrun for each of their cells (or
+// --no-distributed leaves them out); under torchrun only they run, each rank its share, and only
+// rank 0 judges and writes the report.
+std::vector<std::string> checks_for_this_process(const Registry& reg, const RunPlan& plan, bool no_distributed) {
+  if (!plan.worker && !no_distributed) return plan.checks;
+  std::vector<std::string> wanted = plan.checks;
+  if (wanted.empty()) {
+    for (const CheckInfo& c : reg.checks()) wanted.push_back(c.name);
+  }
+  std::vector<std::string> kept;
+  for (const std::string& c : wanted) {
+    const CheckInfo* info = reg.find_check(c);
+    if (info == nullptr || info->multi_process() == plan.worker) kept.push_back(c);  // unknown: plan_cells names it
+  }
+  if (kept.empty()) {
+    throw UsageError(plan.worker ? "under torchrun only the multi-process checks run (e.g. --check distributed)"
+                                 : "--no-distributed leaves no check to run");
+  }
+  return kept;
+}
+
+// The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
+RunPlan plan_run(const Registry& reg, const RunArgs& a) {
+  for (const std::string& p : reg.validate()) throw UsageError(p);
+  RunPlan plan;
+  plan.checks = split_list(a.checks);
+  plan.recipes = split_list(a.recipes);
+  plan.seed = a.seed;
+  plan.quick = a.quick;
+  plan.sweep = a.sweep;
+  plan.cuda_present = cuda_available();
+  plan.executable = self_executable();
+  plan.worker = under_torchrun();
+  plan.work_dir = a.work_dir;
+  plan.part = a.part;
+  if (!plan.part.empty() && (plan.checks.size() != 1 || plan.recipes.size() != 1)) {
+    throw UsageError("--part runs a part of one cell: give one --check and one --recipe");
+  }
+  if (plan.work_dir.empty()) {
+    const char* id = std::getenv("TORCHELASTIC_RUN_ID");
+    plan.work_dir = std::string("reports/distributed/") + (id && *id ? id : "run");
+  }
+  plan.checks = checks_for_this_process(reg, plan, a.no_distributed);
+  try {
+    plan.devices = resolve_devices(a.device);
+    if (plan_cells(reg, plan).empty()) throw UsageError("nothing to run: no check or recipe is registered");
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  return plan;
+}
+
+// Runs the plan's cells with a line of progress per cell on stderr (and the running cell on a
+// terminal).
+std::vector<Cell> run_with_progress(const Registry& reg, const RunPlan& plan) {
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  RunCallbacks cb;
+  cb.on_start = [&](const PlannedCell& p, size_t i, size_t n) {
+    if (tty) {
+      std::cerr << "[" << i + 1 << "/" << n << "] running " << p.check->name << " / "
+                << p.recipe->name << " / " << p.device.name << " ...\r" << std::flush;
+    }
+  };
+  cb.on_done = [&](const Cell& c, size_t i, size_t n) {
+    if (tty) std::cerr << "\33[2K";
+    print_cell_line(std::cerr, c, i, n);
+  };
+  return run_cells(reg, plan, cb);
+}
+
+// --parse-memory-mb / --parse-seconds: the limits under which a checkpoint file is first parsed in
+// a child process (reference/bounded_parse.h reads them from the environment, as do the processes
+// a check starts).
+void apply_parse_limits(const RunArgs& a) {
+  if (a.parse_memory_mb < 0 || a.parse_seconds < 0) throw UsageError("--parse-memory-mb and --parse-seconds must be positive");
+  if (a.parse_memory_mb > 0) setenv("TORCHCONFORM_PARSE_MEMORY_MB", std::to_string(a.parse_memory_mb).c_str(), 1);
+  if (a.parse_seconds > 0) setenv("TORCHCONFORM_PARSE_SECONDS", std::to_string(a.parse_seconds).c_str(), 1);
+}
+
+int cmd_run(const RunArgs& a, int argc, char** argv) {
+  apply_parse_limits(a);
+  apply_thread_count();  // before the environment is captured: the report records the count used
+  const Registry& reg = Registry::global();
+  const RunPlan plan = plan_run(reg, a);
+  json devices = json::array();
+  for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
+  Report report = report_header(argc, argv, a.seed, devices);
+  report.run["quick"] = a.quick;
+  report.run["sweep"] = a.sweep;
+
+  if (plan.worker && torchrun_rank() != 0) {  // rank 0 reports; the others only say what broke
+    report.cells = run_cells(reg, plan);
+    for (const Cell& c : report.cells) {
+      if (c.verdict == Verdict::kError) print_cell_line(std::cerr, c, 0, 1);
+    }
+    // Their cells are rank 0's to judge (they may read as skipped here): 0 unless one broke.
+    return exit_code_for(report.cells) == 1 ? 1 : 0;
+  }
+  std::cerr << "torchconform: " << plan_cells(reg, plan).size() << " cells (" << plan.devices.size()
+            << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
+  report.cells = run_with_progress(reg, plan);
+  report.run["ended_at"] = utc_now();
+  print_summary(std::cout, report.cells);
+  if (!a.json_path.empty()) write_output(a.json_path, report_to_json(report).dump(2) + "\n");
+  if (!a.html_path.empty()) write_output(a.html_path, render_html(report));
+  return exit_code_for(report.cells);
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app, int argc, char** argv) {
+  auto a = std::make_shared<RunArgs>();
+  auto* run = app.add_subcommand("run", "Run the matrix check x recipe x device and write a report");
+  run->add_option("--device", a->device, "cpu | cuda | auto (best available) | all")->capture_default_str();
+  run->add_option("--check", a->checks, "Only these checks (comma-separated)");
+  run->add_option("--recipe", a->recipes, "Only these recipes (comma-separated)");
+  run->add_option("--seed", a->seed, "Seed of the reference runs")->capture_default_str();
+  run->add_flag("--quick", a->quick, "Shorter runs (fewer steps)");
+  run->add_flag("--sweep", a->sweep,
+                "Also run the costly measured sweeps (data_saturation's workers x prefetch, about 15 s a recipe) "
+                "for recipes other than the suite's reference, which always gets them");
+  run->add_flag("--no-distributed", a->no_distributed,
+                "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
+                "one rank per GPU with NCCL)");
+  run->add_option("--parse-memory-mb", a->parse_memory_mb,
+                  "Memory a checkpoint's first parse may take, in MiB (default 4096): LibTorch's reader meets a "
+                  "file first in a child process under this and --parse-seconds; a file over either is refused");
+  run->add_option("--parse-seconds", a->parse_seconds, "Time a checkpoint's first parse may take (default 60)");
+  run->add_option("--json", a->json_path, "Report JSON path ('' to skip)")->capture_default_str();
+  run->add_option("--html", a->html_path, "Report HTML path ('' to skip)")->capture_default_str();
+  // Internal: what the runner passes to the processes it starts (hidden from --help).
+  run->add_option("--work-dir", a->work_dir,
+                  "Under torchrun: the directory every rank of a multi-process check shares")
+      ->group("");
+  run->add_option("--part", a->part, "Run only this part of the one cell given (a check's fresh process)")
+      ->group("");
+  run->footer(
+      "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
+      "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "
+      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set.\n"
+      "Exit codes: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every cell "
+      "skipped (nothing checked), 2 bad usage or input.");
+  return {run, [a, argc, argv] { return cmd_run(*a, argc, argv); }};
+}
+
+}  // namespace tc::cli
