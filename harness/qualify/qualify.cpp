@@ -45,7 +45,7 @@ std::vector<RankResult> read_raw(const std::string& path) {
 }
 
 int report_and_exit(Report rep, const Args& a) {
-  rep.judgement = judge(rep.ranks, rep.bounds);
+  rep.assessment = assess(rep.ranks, rep.bounds);
   std::cout << render_text(rep);
   if (!a.json_path.empty()) {
     write_file_atomically(a.json_path, report_json(rep).dump(2) + "\n");

@@ -1,6 +1,6 @@
 // `torchconform qualify`: which device of a machine (or of a torchrun job) is the odd one out.
 // Every rank runs the registered probes (suites/qualify, through harness/contract/qualify_probe.h)
-// at the same time; rank 0 gathers them, judges them (harness/qualify/judge.h) and reports.
+// at the same time; rank 0 gathers them, judges them (harness/qualify/assess.h) and reports.
 //
 // Outside torchrun this launches torchrun on this binary (one rank per GPU with --device cuda, N CPU
 // ranks with Gloo otherwise) with a deadline, reads back rank 0's gathered figures and judges and
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/qualify/judge.h"
+#include "harness/qualify/assess.h"
 
 namespace tc::qualify {
 
@@ -34,8 +34,8 @@ struct Report {
   nlohmann::json header;  // tool, run, environment (as the CLI makes them)
   std::vector<RankResult> ranks;
   Bounds bounds;
-  Judgement judgement;
-  int exit_code() const { return judgement.flags.empty() ? 0 : 1; }
+  Assessment assessment;
+  int exit_code() const { return assessment.flags.empty() ? 0 : 1; }
 };
 
 // The whole command; `header` is what every report starts with (tool, run, environment).

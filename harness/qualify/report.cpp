@@ -1,5 +1,5 @@
 // The reporters of `torchconform qualify`: console table, JSON, self-contained HTML. Format only:
-// the judgement is made before (harness/qualify/judge.h).
+// the assessment is made before (harness/qualify/assess.h).
 #include <iomanip>
 #include <sstream>
 
@@ -23,7 +23,7 @@ std::string bounds_text(const Bounds& b) {
 // The flags of one rank, joined.
 std::vector<std::string> flags_of(const Report& r, int rank) {
   std::vector<std::string> out;
-  for (const Flag& f : r.judgement.flags) {
+  for (const Flag& f : r.assessment.flags) {
     if (f.rank == rank) out.push_back(f.what);
   }
   return out;
@@ -33,7 +33,7 @@ std::vector<std::string> flags_of(const Report& r, int rank) {
 
 std::string render_text(const Report& r) {
   std::ostringstream os;
-  const Judgement& j = r.judgement;
+  const Assessment& j = r.assessment;
   os << "qualify: " << r.ranks.size() << " rank(s); a figure is flagged when it is below the other ranks' median "
      << "by more than " << bounds_text(r.bounds) << "\n\n";
   // One row per rank: identity, each figure's median (its deviation), fingerprint.
@@ -90,7 +90,7 @@ json report_json(const Report& r) {
   for (const RankResult& rk : r.ranks) ranks.push_back(to_json(rk));
   out["ranks"] = ranks;
   json figures = json::array();
-  for (const FigureVerdict& f : r.judgement.figures) {
+  for (const FigureVerdict& f : r.assessment.figures) {
     json per = json::array();
     for (size_t i = 0; i < f.per_rank.size(); ++i) {
       const Deviation& d = f.per_rank[i];
@@ -101,21 +101,21 @@ json report_json(const Report& r) {
   }
   out["figures"] = figures;
   json differs = json::array();
-  for (bool d : r.judgement.fingerprint.differs) differs.push_back(d);
-  out["fingerprint"] = {{"majority", r.judgement.fingerprint.majority_digest.empty()
-                                         ? json(nullptr) : json(r.judgement.fingerprint.majority_digest)},
-                        {"majority_count", r.judgement.fingerprint.majority_count},
+  for (bool d : r.assessment.fingerprint.differs) differs.push_back(d);
+  out["fingerprint"] = {{"majority", r.assessment.fingerprint.majority_digest.empty()
+                                         ? json(nullptr) : json(r.assessment.fingerprint.majority_digest)},
+                        {"majority_count", r.assessment.fingerprint.majority_count},
                         {"differs", differs}};
   json flags = json::array();
-  for (const Flag& f : r.judgement.flags) flags.push_back({{"rank", f.rank}, {"what", f.what}});
+  for (const Flag& f : r.assessment.flags) flags.push_back({{"rank", f.rank}, {"what", f.what}});
   out["flags"] = flags;
-  out["summary"] = {{"ranks", r.ranks.size()}, {"flags", r.judgement.flags.size()}, {"exit_code", r.exit_code()}};
+  out["summary"] = {{"ranks", r.ranks.size()}, {"flags", r.assessment.flags.size()}, {"exit_code", r.exit_code()}};
   return out;
 }
 
 std::string render_html(const Report& r) {
   std::ostringstream h;
-  const Judgement& j = r.judgement;
+  const Assessment& j = r.assessment;
   const bool pass = j.flags.empty();
   h << html::page_begin("torchconform qualify", "td.flagged{background:#fdd;font-weight:bold}");
   h << "<h1>torchconform qualify</h1>\n<p id=\"gate\" class=\"verdict " << (pass ? "PASS" : "FAIL") << "\">qualify: "

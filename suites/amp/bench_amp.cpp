@@ -28,6 +28,7 @@
 #include "reference/amp_step.h"
 #include "reference/model.h"
 #include "reference/transformer.h"
+#include "suites/amp/dtype.h"
 #include "suites/amp/throughput.h"
 
 namespace {
@@ -180,33 +181,29 @@ void matmul_ceiling(benchmark::State& state, c10::Device device, c10::ScalarType
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-std::string dtype_name(c10::ScalarType t) {
-  return t == c10::kHalf ? "fp16" : t == c10::kBFloat16 ? "bf16" : "fp32";
-}
-
 int register_all() {
   const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA);
   for (Model m : {Model::kCnn, Model::kTransformer}) {
     const std::string model = m == Model::kCnn ? "cnn" : "transformer";
     for (auto t : {c10::kFloat, c10::kBFloat16}) {
-      tc::bench::add("amp/train_step/" + model + "/" + dtype_name(t), "cpu",
+      tc::bench::add("amp/train_step/" + model + "/" + tc::amp::dtype_name(t), "cpu",
                      [=](benchmark::State& s) { train_step(s, m, cpu, t); })
           ->Unit(benchmark::kMillisecond);
     }
     for (auto t : {c10::kFloat, c10::kHalf, c10::kBFloat16}) {
-      tc::bench::add("amp/train_step/" + model + "/" + dtype_name(t), "cuda",
+      tc::bench::add("amp/train_step/" + model + "/" + tc::amp::dtype_name(t), "cuda",
                      [=](benchmark::State& s) { train_step(s, m, cuda, t); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
     }
   }
   for (auto t : {c10::kFloat, c10::kBFloat16}) {
-    tc::bench::add("amp/matmul_ceiling/" + dtype_name(t), "cpu",
+    tc::bench::add("amp/matmul_ceiling/" + tc::amp::dtype_name(t), "cpu",
                    [=](benchmark::State& s) { matmul_ceiling(s, cpu, t); })
         ->Arg(256)->Arg(512)->Arg(1024)->Unit(benchmark::kMillisecond);
   }
   for (auto t : {c10::kFloat, c10::kHalf, c10::kBFloat16}) {
-    tc::bench::add("amp/matmul_ceiling/" + dtype_name(t), "cuda",
+    tc::bench::add("amp/matmul_ceiling/" + tc::amp::dtype_name(t), "cuda",
                    [=](benchmark::State& s) { matmul_ceiling(s, cuda, t); })
         ->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
   }

@@ -47,6 +47,7 @@
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/amp_probe.h"
 #include "reference/autocast.h"
+#include "suites/amp/dtype.h"
 #include "suites/amp/engagement.h"
 #include "suites/amp/throughput.h"
 
@@ -74,8 +75,6 @@ AmpOptions amp(c10::ScalarType dtype, double loss_weight = 1.0) {
   o.loss_weight = loss_weight;
   return o;
 }
-
-std::string name(c10::ScalarType t) { return t == c10::kHalf ? "fp16" : t == c10::kBFloat16 ? "bf16" : "fp32"; }
 
 // Unit roundoff of the lower-precision dtype (half the distance from 1 to the next number).
 double unit_roundoff(c10::ScalarType t) { return std::ldexp(1.0, t == c10::kHalf ? -11 : -8); }
@@ -225,7 +224,7 @@ std::string second_leg_differs(const CheckContext& ctx, c10::ScalarType dtype, c
 void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, int64_t steps,
                   const std::string& start, Findings& out) {
   const double tol = 8.0 * unit_roundoff(dtype);
-  const std::string d = name(dtype);
+  const std::string d = amp::dtype_name(dtype);
   Amp f = fresh(ctx, amp(c10::kFloat));
   if (l.scaled) f.run->load_checkpoint(start);
   const at::Tensor p0 = flat(f.run->parameters(), false);
@@ -309,7 +308,7 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   const int64_t steps = ctx.quick ? 4 : 6;
   ScratchDir scratch;
   const std::string start = scratch.file("settled.pt");
-  const std::string d = name(dtype);
+  const std::string d = amp::dtype_name(dtype);
   AmpLeg l;
   {
     Amp a = fresh(ctx, amp(dtype));

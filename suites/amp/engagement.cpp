@@ -1,5 +1,7 @@
 #include "suites/amp/engagement.h"
 
+#include "suites/amp/dtype.h"
+
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -117,15 +119,6 @@ MatmulDtypeObserver::~MatmulDtypeObserver() {
 MatmulDtypes MatmulDtypeObserver::result() const { return state.seen; }
 
 namespace {
-std::string dtype_name(c10::ScalarType t) {
-  switch (t) {
-    case c10::kHalf: return "fp16";
-    case c10::kBFloat16: return "bf16";
-    case c10::kFloat: return "fp32";
-    case c10::kDouble: return "fp64";
-    default: return c10::toString(t);
-  }
-}
 }  // namespace
 
 bool engagement(Run& run, c10::ScalarType dtype, const std::string& device, Findings& out) {

@@ -1,5 +1,7 @@
 #include "suites/amp/throughput.h"
 
+#include "suites/amp/dtype.h"
+
 #include <time.h>
 
 #include <chrono>
@@ -87,8 +89,6 @@ std::vector<std::string> cpu_precision_flags() {
 }
 
 namespace {
-
-std::string name(c10::ScalarType t) { return t == c10::kHalf ? "fp16" : t == c10::kBFloat16 ? "bf16" : "fp32"; }
 
 // Single-threaded CPU kernels while timing (a shared machine's other cores come and go); on CUDA,
 // fp32 matmuls without TF32, so "fp32" is fp32. Both restored after.
@@ -187,7 +187,7 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
                        double bar_given) {
   const bool cuda = ctx.device == "cuda";
   const c10::Device device = cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
-  const std::string d = name(dtype);
+  const std::string d = dtype_name(dtype);
   const WorkloadSize size = workload_size(device);
   const uint64_t seed = static_cast<uint64_t>(ctx.seed) + 101;
   std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));

@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "harness/util/posix_fs.h"
+#include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
@@ -48,14 +49,7 @@ std::string env_or(const char* name, const std::string& fallback) {
   return v && *v ? std::string(v) : fallback;
 }
 
-std::string digest(const NamedTensors& tensors) {
-  std::string bytes;
-  for (const auto& [name, t] : tensors) {
-    const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
-    bytes.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
-  }
-  return ref::sha256_hex(bytes).substr(0, 16);
-}
+std::string digest(const NamedTensors& tensors) { return parameters_digest(tensors).substr(0, 16); }
 
 int64_t realtime_ns() {
   timespec ts{};
@@ -511,7 +505,7 @@ void resume_every_rank(const std::vector<json>& resumes, Findings& out) {
 }
 
 // Rank 0: the records of every rank -> the verdict.
-CheckResult judge(const std::vector<json>& all, int world, bool one_host, const std::string& label) {
+CheckResult assess_ranks(const std::vector<json>& all, int world, bool one_host, const std::string& label) {
   // all[r] = {"runs": rank r's records of the two runs, "resume": its resume}
   std::vector<json> ranks, resumes;
   for (const json& a : all) {
@@ -571,7 +565,7 @@ CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   for (int r = 0; r < pg->size(); ++r) {
     all.push_back(r == 0 ? mine : json::parse(pg->store_get("tc/observations/" + std::to_string(r))));
   }
-  CheckResult result = judge(all, pg->size(), env.local_world_size == env.world_size, label);
+  CheckResult result = assess_ranks(all, pg->size(), env.local_world_size == env.world_size, label);
   result.metrics["backend"] = dist::backend_name(go.backend);
   return result;
 }

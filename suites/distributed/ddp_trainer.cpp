@@ -25,6 +25,7 @@
 #include "harness/util/posix_fs.h"
 #include "reference/checkpoint.h"
 #include "reference/distributed_run.h"
+#include "suites/support/fingerprint.h"
 
 namespace {
 
@@ -40,14 +41,7 @@ int64_t realtime_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
-std::string digest(const tc::NamedTensors& tensors) {
-  std::string bytes;
-  for (const auto& [name, t] : tensors) {
-    const at::Tensor c = t.detach().to(torch::kCPU).contiguous();
-    bytes.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
-  }
-  return tc::ref::sha256_hex(bytes);
-}
+std::string digest(const tc::NamedTensors& tensors) { return tc::parameters_digest(tensors); }
 
 struct Args {
   std::string out;

@@ -85,7 +85,7 @@ struct Judged {
   std::string problem;
 };
 
-Judged judge(const InitSpec& spec, const at::Tensor& t) {
+Judged compare_to_spec(const InitSpec& spec, const at::Tensor& t) {
   const double n = static_cast<double>(t.numel());
   const Moments mo = moments(t);
   auto f = [](double v) { return format_double(v, 4); };
@@ -157,7 +157,7 @@ void declared_init(const std::vector<InitSpec>& specs, const NamedTensors& param
       continue;
     }
     const Moments mo = moments(t);
-    const Judged j = judge(*it, t);
+    const Judged j = compare_to_spec(*it, t);
     per[name] = {{"mean", mo.mean}, {"std", mo.std}, {"excess_kurtosis", mo.excess_kurtosis}, {"z", j.z}};
     for (auto z = j.z.begin(); z != j.z.end(); ++z) {
       if (std::abs(z.value().get<double>()) > max_abs_z) {

@@ -42,10 +42,10 @@
 #endif
 
 #include "harness/contract/qualify_probe.h"
-#include "harness/util/sha256.h"
 #include "harness/util/statistics.h"
 #include "reference/distributed.h"
 #include "reference/model.h"
+#include "suites/support/fingerprint.h"
 
 namespace tc::qualify {
 namespace {
@@ -237,12 +237,9 @@ Fingerprint fingerprint(c10::Device device, uint64_t seed) {
     std::snprintf(hex, sizeof hex, "%08x", bits);
     fp.loss_bits.push_back(hex);
   }
-  std::string bytes;
-  for (const at::Tensor& param : model->parameters()) {
-    const at::Tensor c = param.detach().cpu().contiguous();
-    bytes.append(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size());
-  }
-  fp.params_sha256 = sha256_hex(bytes);
+  NamedTensors params;
+  for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
+  fp.params_sha256 = parameters_digest(params);
   ctx.setDeterministicAlgorithms(false, false);
   return fp;
 }

@@ -69,6 +69,12 @@ struct Sums {
 
 }  // namespace
 
+std::string parameters_digest(const NamedTensors& params) {
+  Sha256 all;
+  for (const auto& [name, t] : params) feed(all, name, t.defined() ? t.detach().to(torch::kCPU).contiguous() : at::Tensor());
+  return all.hex();
+}
+
 nlohmann::json training_fingerprint(const std::string& run, const std::vector<double>& losses, const NamedTensors& params) {
   nlohmann::json loss_hex = nlohmann::json::array();
   for (double l : losses) loss_hex.push_back(hex_float(l));

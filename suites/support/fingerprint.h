@@ -42,6 +42,10 @@ inline constexpr const char* kFingerprintFormat = "torchconform.fingerprint/1";
 // last step (views are fine: the bytes are read, nothing is kept).
 nlohmann::json training_fingerprint(const std::string& run, const std::vector<double>& losses, const NamedTensors& params);
 
+// The one digest of a set of parameters: SHA-256 (hex) of, per tensor in order, its name, NUL, its
+// dtype name, NUL, its shape, NUL and its bytes, on the CPU (the fingerprint's "sha256").
+std::string parameters_digest(const NamedTensors& params);
+
 // "%a" of v ("0x1.8p+1", "-0x0p+0", "nan", "inf"); strtod reads every such string back to v's bits
 // (NaN payloads aside).
 std::string hex_float(double v);

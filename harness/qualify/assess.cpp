@@ -1,4 +1,4 @@
-#include "harness/qualify/judge.h"
+#include "harness/qualify/assess.h"
 
 #include <cmath>
 #include <map>
@@ -43,8 +43,8 @@ std::string fmt(double v) { return tc::fmt::num(v); }  // 4 significant digits
 
 }  // namespace
 
-Judgement judge(const std::vector<RankResult>& ranks, const Bounds& bounds) {
-  Judgement j;
+Assessment assess(const std::vector<RankResult>& ranks, const Bounds& bounds) {
+  Assessment j;
   std::map<int, std::vector<std::string>> reasons;  // rank -> what is off
 
   if (ranks.size() >= 2) {

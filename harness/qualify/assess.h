@@ -1,4 +1,4 @@
-// The judgement of `torchconform qualify`, pure functions over the ranks' figures (no I/O, no
+// The assessment of `torchconform qualify`, pure functions over the ranks' figures (no I/O, no
 // torch): which device is off the others by more than a robust bound, and whose training
 // fingerprint differs from the majority's.
 //
@@ -57,15 +57,15 @@ struct Flag {
   std::string what;  // "matmul 0.031 TFLOP/s is 48% below the others' median 0.060 (bound 15%)"
 };
 
-struct Judgement {
+struct Assessment {
   std::vector<FigureVerdict> figures;
   FingerprintVerdict fingerprint;
   std::vector<Flag> flags;  // in rank order; empty: every device qualified
 };
 
 // Judges ranks (as gathered by rank 0; at least two ranks are needed to compare anything: with one,
-// nothing can be off the others and the judgement says so by having no figure verdicts). A figure
+// nothing can be off the others and the assessment says so by having no figure verdicts). A figure
 // missing on some ranks is judged among the ranks that have it.
-Judgement judge(const std::vector<RankResult>& ranks, const Bounds& bounds);
+Assessment assess(const std::vector<RankResult>& ranks, const Bounds& bounds);
 
 }  // namespace tc::qualify

@@ -1,8 +1,8 @@
-// The judgement of `torchconform qualify`: robust leave-one-out bounds and fingerprint majority.
+// The assessment of `torchconform qualify`: robust leave-one-out bounds and fingerprint majority.
 #include <gtest/gtest.h>
 
 #include "harness/qualify/qualify.h"
-#include "harness/qualify/judge.h"
+#include "harness/qualify/assess.h"
 #include "harness/tests/approval.h"
 
 namespace tc::qualify {
@@ -21,13 +21,13 @@ RankResult rank(int i, double matmul, const std::string& params = "aa", double c
   return r;
 }
 
-TEST(QualifyJudge, MadIsTheMedianAbsoluteDeviation) {
+TEST(QualifyAssess, MadIsTheMedianAbsoluteDeviation) {
   EXPECT_DOUBLE_EQ(mad({1.0, 2.0, 3.0, 4.0, 100.0}), 1.0);  // deviations 2 1 0 1 97
   EXPECT_DOUBLE_EQ(mad({5.0}), 0.0);
   EXPECT_TRUE(std::isnan(mad({})));
 }
 
-TEST(QualifyJudge, BoundIsKScaledMadOrTheFloorWhicheverIsLarger) {
+TEST(QualifyAssess, BoundIsKScaledMadOrTheFloorWhicheverIsLarger) {
   const Bounds b{5.0, 0.10};
   // Others 10, 11, 12 (centre 11, MAD 1): 5 x 1.4826 x 1 = 7.413 > 10% of 11.
   Deviation d = deviation({3.0, 10.0, 11.0, 12.0}, 0, b);
@@ -43,9 +43,9 @@ TEST(QualifyJudge, BoundIsKScaledMadOrTheFloorWhicheverIsLarger) {
   EXPECT_FALSE(deviation({91.0, 100.0, 100.0, 100.0}, 0, b).flagged);
 }
 
-TEST(QualifyJudge, OnlyTheSlowSideIsFlaggedSoAPairNamesItsSlowDevice) {
+TEST(QualifyAssess, OnlyTheSlowSideIsFlaggedSoAPairNamesItsSlowDevice) {
   const Bounds b{5.0, 0.15};
-  const Judgement j = judge({rank(0, 1.0), rank(1, 0.5)}, b);
+  const Assessment j = assess({rank(0, 1.0), rank(1, 0.5)}, b);
   ASSERT_EQ(j.flags.size(), 1u);
   EXPECT_EQ(j.flags[0].rank, 1);
   EXPECT_NE(j.flags[0].what.find("matmul 0.5 TFLOP/s is 50% below the others' median 1"), std::string::npos)
@@ -53,43 +53,43 @@ TEST(QualifyJudge, OnlyTheSlowSideIsFlaggedSoAPairNamesItsSlowDevice) {
   EXPECT_FALSE(j.figures[0].per_rank[0].flagged);  // twice as fast as the other: not flagged
 }
 
-TEST(QualifyJudge, TheOutlierDoesNotPullTheReferenceTowardsItself) {
+TEST(QualifyAssess, TheOutlierDoesNotPullTheReferenceTowardsItself) {
   // Leave-one-out: rank 3 at a third of the others is judged against 1.0, 1.02, 0.98.
-  const Judgement j = judge({rank(0, 1.0), rank(1, 1.02), rank(2, 0.98), rank(3, 0.33)}, Bounds{});
+  const Assessment j = assess({rank(0, 1.0), rank(1, 1.02), rank(2, 0.98), rank(3, 0.33)}, Bounds{});
   ASSERT_EQ(j.flags.size(), 1u);
   EXPECT_EQ(j.flags[0].rank, 3);
   EXPECT_DOUBLE_EQ(j.figures[0].per_rank[3].centre, 1.0);
 }
 
-TEST(QualifyJudge, NoiseWithinTheBoundFlagsNothing) {
-  const Judgement j = judge({rank(0, 1.0), rank(1, 0.93), rank(2, 1.05), rank(3, 0.97)}, Bounds{});
+TEST(QualifyAssess, NoiseWithinTheBoundFlagsNothing) {
+  const Assessment j = assess({rank(0, 1.0), rank(1, 0.93), rank(2, 1.05), rank(3, 0.97)}, Bounds{});
   EXPECT_TRUE(j.flags.empty());
   EXPECT_EQ(j.fingerprint.majority_count, 4);
 }
 
-TEST(QualifyJudge, AFingerprintOffTheMajorityIsFlagged) {
-  const Judgement j = judge({rank(0, 1.0), rank(1, 1.0, "bb"), rank(2, 1.0)}, Bounds{});
+TEST(QualifyAssess, AFingerprintOffTheMajorityIsFlagged) {
+  const Assessment j = assess({rank(0, 1.0), rank(1, 1.0, "bb"), rank(2, 1.0)}, Bounds{});
   ASSERT_EQ(j.flags.size(), 1u);
   EXPECT_EQ(j.flags[0].rank, 1);
   EXPECT_NE(j.flags[0].what.find("differs from the majority's (2 of 3 ranks)"), std::string::npos);
   EXPECT_EQ(j.fingerprint.differs, (std::vector<bool>{false, true, false}));
 }
 
-TEST(QualifyJudge, TwoDifferentFingerprintsHaveNoMajorityAndBothAreFlagged) {
-  const Judgement j = judge({rank(0, 1.0), rank(1, 1.0, "bb")}, Bounds{});
+TEST(QualifyAssess, TwoDifferentFingerprintsHaveNoMajorityAndBothAreFlagged) {
+  const Assessment j = assess({rank(0, 1.0), rank(1, 1.0, "bb")}, Bounds{});
   ASSERT_EQ(j.flags.size(), 2u);
   EXPECT_TRUE(j.fingerprint.majority_digest.empty());
   EXPECT_NE(j.flags[0].what.find("no majority"), std::string::npos);
 }
 
-TEST(QualifyJudge, LossBitsArePartOfTheFingerprint) {
+TEST(QualifyAssess, LossBitsArePartOfTheFingerprint) {
   RankResult other = rank(1, 1.0);
   other.fingerprint.loss_bits = {"3f800001"};
-  EXPECT_EQ(judge({rank(0, 1.0), other, rank(2, 1.0)}, Bounds{}).flags.size(), 1u);
+  EXPECT_EQ(assess({rank(0, 1.0), other, rank(2, 1.0)}, Bounds{}).flags.size(), 1u);
 }
 
-TEST(QualifyJudge, OneRankHasNothingToBeComparedWith) {
-  const Judgement j = judge({rank(0, 1.0)}, Bounds{});
+TEST(QualifyAssess, OneRankHasNothingToBeComparedWith) {
+  const Assessment j = assess({rank(0, 1.0)}, Bounds{});
   EXPECT_TRUE(j.flags.empty());
   EXPECT_TRUE(j.figures.empty());
 }
@@ -107,7 +107,7 @@ TEST(QualifyReport, RankResultsRoundTripThroughJson) {
 TEST(QualifyReport, TextJsonAndHtmlNameTheFlaggedRank) {
   Report rep;
   rep.ranks = {rank(0, 1.0), rank(1, 0.4)};
-  rep.judgement = judge(rep.ranks, rep.bounds);
+  rep.assessment = assess(rep.ranks, rep.bounds);
   EXPECT_EQ(rep.exit_code(), 1);
   const std::string text = render_text(rep);
   EXPECT_NE(text.find("FLAGGED rank 1 (host, cpu, cores 0-1 of 2): matmul 0.4 TFLOP/s is 60% below"), std::string::npos)
@@ -133,7 +133,7 @@ TEST(Approval, QualifyTextJsonAndHtml) {
               {"environment", {{"host", "approval-host"}}}};
   r.ranks = {rank(0, 1.0), rank(1, 1.02), rank(2, 0.5), rank(3, 0.98, "bb")};
   r.bounds = Bounds{};
-  r.judgement = judge(r.ranks, r.bounds);
+  r.assessment = assess(r.ranks, r.bounds);
   expect_approved("qualify.approved.txt", render_text(r));
   expect_approved("qualify.approved.json", report_json(r).dump(2) + "\n");
   expect_approved("qualify.approved.html", render_html(r));
