@@ -18,14 +18,7 @@ file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 
-set(cfg ${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${prefix}:${TORCH_PREFIX}" ${CMAKE_COMMAND} -G ${GENERATOR}
-        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
-if(MAKE_PROGRAM)
-  list(APPEND cfg -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
-endif()
-if(LAUNCHER)
-  list(APPEND cfg -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
-endif()
+configure_against(cfg ${prefix})
 
 # 1. A request older than the previous release is refused at configure time, with the versions named.
 file(MAKE_DIRECTORY ${WORK}/too_old)

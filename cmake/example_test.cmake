@@ -31,17 +31,8 @@ foreach(f include/torchconform/harness/runner.h include/torchconform/suites/supp
 endforeach()
 
 # 2. Configure and build the example as its own project against the installed package.
-# The prefixes go in the environment's CMAKE_PREFIX_PATH (':'-separated), which find_package reads
-# like the cache variable, because a ';' inside one argument does not survive a CMake list.
-set(cfg ${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${prefix}:${TORCH_PREFIX}"
-        ${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/user_recipe -B ${ex_build} -G ${GENERATOR}
-        -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
-if(MAKE_PROGRAM)
-  list(APPEND cfg -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
-endif()
-if(LAUNCHER)
-  list(APPEND cfg -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
-endif()
+configure_against(cfg ${prefix})
+list(APPEND cfg -S ${SOURCE_DIR}/examples/user_recipe -B ${ex_build})
 step("configure examples/user_recipe" ${cfg})
 step("build examples/user_recipe" ${CMAKE_COMMAND} --build ${ex_build})
 set(exe ${ex_build}/team_checks)

@@ -10,3 +10,20 @@ function(step what)
   set(step_out "${out}" PARENT_SCOPE)
   set(step_err "${err}" PARENT_SCOPE)
 endfunction()
+
+# configure_against(<out-var> <prefix>): the command that configures a user project against the
+# installed package at <prefix> and the LibTorch at TORCH_PREFIX, with the caller's GENERATOR,
+# CXX_COMPILER, MAKE_PROGRAM and LAUNCHER; the caller appends -S and -B. The prefixes go in the
+# environment's CMAKE_PREFIX_PATH (':'-separated), which find_package reads like the cache
+# variable, because a ';' inside one argument does not survive a CMake list.
+function(configure_against out prefix)
+  set(cmd ${CMAKE_COMMAND} -E env "CMAKE_PREFIX_PATH=${prefix}:${TORCH_PREFIX}" ${CMAKE_COMMAND} -G ${GENERATOR}
+          -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
+  if(MAKE_PROGRAM)
+    list(APPEND cmd -DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM})
+  endif()
+  if(LAUNCHER)
+    list(APPEND cmd -DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER})
+  endif()
+  set(${out} ${cmd} PARENT_SCOPE)
+endfunction()

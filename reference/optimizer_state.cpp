@@ -18,6 +18,15 @@ void add_step(NamedTensors& out, const std::string& name, int64_t step) {
   out.emplace_back(name + ".step", torch::full({}, step, torch::kInt64));
 }
 
+// Adam's and AdamW's states: the same buffers in two unrelated types.
+template <typename State>
+void add_adam_like(NamedTensors& out, const std::string& name, const State& s) {
+  add(out, name, "exp_avg", s.exp_avg());
+  add(out, name, "exp_avg_sq", s.exp_avg_sq());
+  add(out, name, "max_exp_avg_sq", s.max_exp_avg_sq());
+  add_step(out, name, s.step());
+}
+
 // A state type this file does not know: what its serialize() writes, read back (copies).
 void add_serialized(NamedTensors& out, const std::string& name, const torch::optim::OptimizerParamState& s) {
   torch::serialize::OutputArchive w;
@@ -49,15 +58,9 @@ NamedTensors named_optimizer_state(torch::optim::Optimizer& optimizer, const Nam
     if (const auto* sgd = dynamic_cast<const SGDParamState*>(&s)) {
       add(out, name, "momentum_buffer", sgd->momentum_buffer());
     } else if (const auto* adam = dynamic_cast<const AdamParamState*>(&s)) {
-      add(out, name, "exp_avg", adam->exp_avg());
-      add(out, name, "exp_avg_sq", adam->exp_avg_sq());
-      add(out, name, "max_exp_avg_sq", adam->max_exp_avg_sq());
-      add_step(out, name, adam->step());
+      add_adam_like(out, name, *adam);
     } else if (const auto* adamw = dynamic_cast<const AdamWParamState*>(&s)) {
-      add(out, name, "exp_avg", adamw->exp_avg());
-      add(out, name, "exp_avg_sq", adamw->exp_avg_sq());
-      add(out, name, "max_exp_avg_sq", adamw->max_exp_avg_sq());
-      add_step(out, name, adamw->step());
+      add_adam_like(out, name, *adamw);
     } else if (const auto* rms = dynamic_cast<const RMSpropParamState*>(&s)) {
       add(out, name, "square_avg", rms->square_avg());
       add(out, name, "momentum_buffer", rms->momentum_buffer());
