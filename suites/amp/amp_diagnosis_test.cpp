@@ -382,5 +382,21 @@ TEST(AmpProcedureSpeed, ARecipeWithItsOwnTrainStepIsNotTimedAsTheReference) {
   EXPECT_NE(f.result().evidence.find("AMP procedure speed: not measured"), std::string::npos) << f.result().evidence;
 }
 
+// The same recipe under data_saturation's probe: the reference's loader around its slots is not
+// this recipe's pipeline (it makes its batches on the training thread), so the probe says so
+// instead of measuring the reference's loop; a recipe that keeps ReferenceRun's train_step is
+// measured.
+TEST(OwnTrainStep, TheDataWaitProbeIsNotTheReferencesLoop) {
+  OwnTrainStep own;
+  own.setup(RunOptions{});
+  LoaderProbeOptions o;
+  o.warmup_steps = 1;
+  o.steps = 2;
+  EXPECT_THROW(own.measure_data_wait(o), ProbeNotProvided);
+  ref::ReferenceRun reference;
+  reference.setup(RunOptions{});
+  EXPECT_NO_THROW(reference.measure_data_wait(o));
+}
+
 }  // namespace
 }  // namespace tc
