@@ -28,7 +28,7 @@ set_tests_properties(scripts.bundle_py PROPERTIES LABELS unit TIMEOUT 120)
 # then broken copies of it rejected (--self-test; it needs a benchmark / a figure to break, so an
 # empty document fails too). The files come from the tests that set up the fixtures: ab_json
 # (cli.ab_same_binary_passes writes ab-same.json) and qualify_json (cli.qualify_cpu_2_ranks_none_flagged,
-# in suites/qualify/, writes qualify-pass.json). No PASS_REGULAR_EXPRESSION: ctest would then ignore
+# in harness/qualify/probes/, writes qualify-pass.json). No PASS_REGULAR_EXPRESSION: ctest would then ignore
 # the exit code.
 if(TC_PYTHON)
   add_test(NAME report.ab_json_matches_schema
@@ -38,7 +38,7 @@ if(TC_PYTHON)
   set_tests_properties(report.ab_json_matches_schema PROPERTIES LABELS "bench;unit" FIXTURES_REQUIRED ab_json)
   add_test(NAME report.qualify_json_matches_schema
            COMMAND ${TC_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/validate_json.py
-                   ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.qualify-1.schema.json
+                   ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.qualify-2.schema.json
                    ${TC_TEST_OUT}/qualify-pass.json --self-test)
   set_tests_properties(report.qualify_json_matches_schema PROPERTIES LABELS multi FIXTURES_REQUIRED qualify_json)
 endif()

@@ -31,6 +31,7 @@ add_executable(tc_harness_tests
   harness/ab/tests/turns_test.cpp
   harness/tests/approval_test.cpp
   harness/tests/bench_test.cpp
+  harness/tests/child_process_test.cpp
   harness/tests/compare_numerics_test.cpp
   harness/tests/compare_test.cpp
   harness/qualify/tests/assess_test.cpp

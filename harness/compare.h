@@ -54,7 +54,6 @@ struct CompareOptions {
   NumericsGate numerics = NumericsGate::kOff;
   double numerics_tolerance = kNumericsTolerance;  // relative, as a fraction
 
-  CompareOptions& set_alpha(double a) { alpha = a; return *this; }
   CompareOptions& set_threshold(double t) { threshold = t; return *this; }
   CompareOptions& metric_threshold(const std::string& name, double t) {
     metric_thresholds[name] = t;

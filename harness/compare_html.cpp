@@ -15,7 +15,7 @@ using html::escape;
 using html::num;
 
 namespace {
-std::string pct(double v) { return fmt::signed_pct(v); }
+using fmt::signed_pct;
 }  // namespace
 
 std::string render_compare_html(const Comparison& c) {
@@ -27,7 +27,7 @@ std::string render_compare_html(const Comparison& c) {
   h << "<p id=\"gate\" class=\"verdict " << (fail ? "FAIL" : "PASS") << "\">" << escape(gate_line(c)) << "</p>\n";
   h << "<p class=\"muted\">A benchmark regressed when the two-sided Mann-Whitney U test gives p &lt; "
     << num(c.options.alpha) << " and its median moved in the worse direction by more than its threshold ("
-    << pct(c.options.threshold).substr(1) << " unless set per metric). Units ending in /s are throughputs "
+    << signed_pct(c.options.threshold).substr(1) << " unless set per metric). Units ending in /s are throughputs "
     << "(smaller is worse); other units are time-like (larger is worse).</p>\n";
 
   h << "<h2>Environment</h2>\n";
@@ -95,7 +95,7 @@ std::string render_compare_html(const Comparison& c) {
         << escape(b.unit) << "</td><td style=\"white-space:nowrap\">" << b.base_samples.size() << "/" << b.next_samples.size() << "</td><td>"
         << (b.status == BenchStatus::kAdded ? "-" : num(b.base_median)) << "</td><td>"
         << (b.status == BenchStatus::kRemoved ? "-" : num(b.next_median)) << "</td><td>"
-        << (both ? pct(b.change) : "-") << "</td><td>" << pct(b.threshold).substr(1) << "</td><td>"
+        << (both ? signed_pct(b.change) : "-") << "</td><td>" << signed_pct(b.threshold).substr(1) << "</td><td>"
         << (b.test ? num(b.test->p) : "-") << "</td><td>" << (b.test ? stats::to_string(b.test->method) : "-")
         << "</td><td>" << html::strip_plot(b.base_samples, lo, hi) << "<br>" << html::strip_plot(b.next_samples, lo, hi)
         << "</td><td class=\"verdict\">" << to_string(b.status);

@@ -1,6 +1,7 @@
 // compare: whether the two environments computed the same numbers, from each cell's training
 // fingerprint (suites/support/fingerprint.h; docs/benchmarks-and-gating.md, "numerics").
 #include "harness/compare.h"
+#include "harness/util/text_format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -126,12 +127,6 @@ bool within_rounding(double a, double b) {
   return std::fabs(a - b) <= kRoundingUlps * ulp;
 }
 
-std::string short_num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
-
 }  // namespace
 
 NumericsChange compare_fingerprints(const json& base, const json& next, double tolerance) {
@@ -203,8 +198,8 @@ NumericsChange compare_fingerprints(const json& base, const json& next, double t
                std::to_string(b.non_finite) + " in new";
   } else if (!(r_l2 <= tolerance) || !(r_max <= tolerance)) {
     n.status = NumericsStatus::kDiverged;
-    n.detail = "the final parameters: L2 norm " + short_num(a.l2_norm) + " vs " + short_num(b.l2_norm) +
-               ", max |x| " + short_num(a.max_abs) + " vs " + short_num(b.max_abs) + " (every loss within the tolerance)";
+    n.detail = "the final parameters: L2 norm " + fmt::num9(a.l2_norm) + " vs " + fmt::num9(b.l2_norm) +
+               ", max |x| " + fmt::num9(a.max_abs) + " vs " + fmt::num9(b.max_abs) + " (every loss within the tolerance)";
   } else {
     n.status = NumericsStatus::kDrifted;
   }

@@ -12,7 +12,7 @@ namespace {
 using fmt::num;
 using fmt::num9;
 
-std::string pct(double v) { return fmt::signed_pct(v); }
+using fmt::signed_pct;
 
 std::string verdict_or(const std::optional<Verdict>& v, const char* none) {
   return v ? to_string(*v) : none;
@@ -105,8 +105,8 @@ std::string render_compare_text(const Comparison& c) {
   std::ostringstream s;
   s << "torchconform compare\n  base: " << c.base_label << "\n  new:  " << c.next_label
     << "\n  rule: regression = Mann-Whitney U p < " << num(c.options.alpha)
-    << " (two-sided) and median worse by more than " << pct(c.options.threshold).substr(1);
-  for (const auto& [name, t] : c.options.metric_thresholds) s << "; " << name << ": " << pct(t).substr(1);
+    << " (two-sided) and median worse by more than " << signed_pct(c.options.threshold).substr(1);
+  for (const auto& [name, t] : c.options.metric_thresholds) s << "; " << name << ": " << signed_pct(t).substr(1);
   s << "\n\n";
 
   if (c.environment.empty()) {
@@ -167,12 +167,12 @@ std::string render_compare_text(const Comparison& c) {
       << pad(std::to_string(b.base_samples.size()) + "/" + std::to_string(b.next_samples.size()), 7)
       << pad(b.status == BenchStatus::kAdded ? "-" : num(b.base_median), 11)
       << pad(b.status == BenchStatus::kRemoved ? "-" : num(b.next_median), 11)
-      << pad(both && b.status != BenchStatus::kUnitChanged ? pct(b.change) : "-", 9)
+      << pad(both && b.status != BenchStatus::kUnitChanged ? signed_pct(b.change) : "-", 9)
       << pad(b.test ? num(b.test->p) : "-", 10) << pad(b.test ? stats::to_string(b.test->method) : "-", 11)
       << (b.status == BenchStatus::kRegression ? "REGRESSION" : to_string(b.status));
     if (b.status == BenchStatus::kRegression || b.status == BenchStatus::kImprovement) {
       s << " (" << (b.direction == Direction::kLowerIsBetter ? "lower" : "higher") << " is better, threshold "
-        << pct(b.threshold).substr(1) << ")";
+        << signed_pct(b.threshold).substr(1) << ")";
     }
     s << '\n';
     for (const std::string& w : b.warnings) s << "      warning: " << w << '\n';

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "harness/fresh_process.h"
+#include "harness/cell_in_child.h"
 #include <c10/util/Exception.h>
 
 #include "harness/multi_process.h"

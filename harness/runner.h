@@ -32,7 +32,7 @@ struct RunPlan {
   bool worker = false;
   std::string work_dir;
   // Not empty: this process runs only this part of one cell's check (CheckContext::part), started
-  // by CheckContext::in_fresh_process (harness/fresh_process.h) of another.
+  // by CheckContext::in_fresh_process (harness/cell_in_child.h) of another.
   std::string part;
 };
 

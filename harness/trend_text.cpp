@@ -1,25 +1,21 @@
 #include "harness/trend_text.h"
 
-#include <cstdio>
 #include <sstream>
+
+#include "harness/util/text_format.h"
 
 namespace tc {
 
 std::string render_trend_text(const Trend& t) {
   std::ostringstream s;
-  char buf[64];
   s << "torchconform trend: " << t.labels.size() << " run(s), " << t.series.size()
     << " benchmark(s); step change = last " << t.options.window << " medians all beyond "
     << t.options.threshold * 100 << "% of the median of the earlier runs\n";
   for (const TrendSeries& ts : t.series) {
     s << "  " << ts.name << " [" << ts.device << ", " << ts.unit << "]: " << to_string(ts.status);
     if (ts.status != TrendStatus::kShortHistory) {
-      std::snprintf(buf, sizeof buf, "%.4g", ts.reference);
-      s << " (reference " << buf << ", last:";
-      for (double c : ts.recent_changes) {
-        std::snprintf(buf, sizeof buf, " %+.1f%%", c * 100);
-        s << buf;
-      }
+      s << " (reference " << fmt::num(ts.reference) << ", last:";
+      for (double c : ts.recent_changes) s << " " << fmt::signed_pct(c);
       s << ")";
     } else {
       s << " (needs " << t.options.window + 2 << " runs with it)";

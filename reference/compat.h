@@ -42,9 +42,4 @@ inline void set_autocast_dtype(c10::DeviceType d, c10::ScalarType t) {
 }
 #endif
 
-inline std::string libtorch_version() {
-  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
-         std::to_string(TORCH_VERSION_PATCH);
-}
-
 }  // namespace tc::compat

@@ -80,6 +80,8 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   std::vector<InitSpec> declared_init() const override;
   std::shared_ptr<torch::nn::Module> bare_model() override;
 
+  // Read by no check, example or test: deprecated in 0.4, removed in 0.5 (docs/api.md's contract).
+  [[deprecated("unused; removed in torchconform 0.5: the seeds are the ones seed_everything() was given")]]
   const SeedRecord& seed_record() const { return seed_record_; }
 
   // LoaderProbe (reference/loader_probe.cpp): the data pipeline measured on its own.

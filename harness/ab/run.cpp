@@ -14,9 +14,9 @@
 #include <stdexcept>
 
 #include "harness/ab/turns.h"
-#include "harness/launch.h"
+#include "harness/child_process.h"
+#include "harness/contract/scratch.h"
 #include "harness/report_json.h"
-#include "harness/scratch.h"
 
 namespace tc {
 namespace {
@@ -29,27 +29,27 @@ std::string absolute(const std::string& path) {
 }
 
 // Throws, with the output's tail, when a child timed out (`limit`: how long it had) or exited non-zero.
-void check_child(const dist_launch::Result& r, const std::string& what, const std::string& log,
+void check_child(const child::Result& r, const std::string& what, const std::string& log,
                  const std::string& limit) {
   if (r.timed_out) {
     throw std::runtime_error(what + " did not finish in " + limit + " and was stopped; its output ended with:\n" +
-                             dist_launch::tail_of(log, 2000));
+                             child::tail_of(log, 2000));
   }
   if (r.exit_code != 0) {
     throw std::runtime_error(what + " failed (exit " + std::to_string(r.exit_code) + "); its output ended with:\n" +
-                             dist_launch::tail_of(log, 2000));
+                             child::tail_of(log, 2000));
   }
 }
 
 // One child: `argv` with side.env added, output to `log`; check_child() on its end.
-dist_launch::Result launch(const AbSide& side, std::vector<std::string> argv, const std::string& log,
+child::Result launch(const AbSide& side, std::vector<std::string> argv, const std::string& log,
                            std::chrono::seconds timeout, const std::string& what) {
-  dist_launch::Spec spec;
+  child::Spec spec;
   spec.argv = std::move(argv);
   spec.env = side.env;
   spec.log_path = log;
   spec.timeout = timeout;
-  const dist_launch::Result r = dist_launch::run(spec);
+  const child::Result r = child::run(spec);
   check_child(r, what, log, std::to_string(timeout.count()) + " s");
   return r;
 }
@@ -61,7 +61,7 @@ Report read_child_report(const std::string& stem, const std::string& what) {
     return read_report_file(stem + ".json");
   } catch (const std::exception& e) {
     throw std::runtime_error(what + " wrote no readable report (" + e.what() + "); its output ended with:\n" +
-                             dist_launch::tail_of(stem + ".log", 2000));
+                             child::tail_of(stem + ".log", 2000));
   }
 }
 
@@ -102,12 +102,12 @@ void check_is_torchconform(const AbSide& side, std::chrono::seconds timeout) {
   Scratch scratch("torchconform-ab-check-");
   const std::string out = scratch.file("list.json");
   // stdout alone to the file that is parsed (warnings on stderr go to the log).
-  dist_launch::Spec spec;
+  child::Spec spec;
   spec.argv = {"/bin/sh", "-c", "exec \"$0\" list --json > \"$1\"", side.binary, out};
   spec.env = side.env;
   spec.log_path = scratch.file("list.log");
   spec.timeout = timeout;
-  const dist_launch::Result r = dist_launch::run(spec);
+  const child::Result r = child::run(spec);
   std::string error;
   if (r.timed_out) {
     error = "did not answer in " + std::to_string(timeout.count()) + " s";
@@ -123,8 +123,8 @@ void check_is_torchconform(const AbSide& side, std::chrono::seconds timeout) {
     }
   }
   throw std::runtime_error(side.label + " '" + side.arg + "' is not a torchconform binary: `" + side.binary +
-                           " list --json` " + error + ":\n" + dist_launch::tail_of(spec.log_path, 1000) +
-                           dist_launch::tail_of(out, 500));
+                           " list --json` " + error + ":\n" + child::tail_of(spec.log_path, 1000) +
+                           child::tail_of(out, 500));
 }
 
 std::pair<std::string, std::string> parse_env_assignment(const std::string& text) {
@@ -168,11 +168,11 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
       std::vector<std::string> argv{side.binary, "bench", "--json", stem + ".json"};
       argv.insert(argv.end(), flags.begin(), flags.end());
       const std::string what = "round " + std::to_string(i + 1) + ": " + side.label + " '" + side.arg + "' bench";
-      const dist_launch::Result r = launch(side, argv, stem + ".log", spec.child_timeout, what);
+      const child::Result r = launch(side, argv, stem + ".log", spec.child_timeout, what);
       Report rep = read_child_report(stem, what);
       if (rep.benchmarks.empty()) {
         throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" +
-                                 dist_launch::tail_of(stem + ".log", 2000));
+                                 child::tail_of(stem + ".log", 2000));
       }
       (base ? rl.base_wall_s : rl.next_wall_s) = r.wall_s;
       if (i == 0) (base ? log.base_environment : log.next_environment) = rep.environment;
@@ -243,10 +243,10 @@ Calibration calibrate(const AbSide& side, const std::vector<std::string>& user_f
     }
   } catch (const std::exception& e) {
     throw std::runtime_error(what + " wrote no readable Google Benchmark JSON (" + e.what() +
-                             "); its output ended with:\n" + dist_launch::tail_of(stem + ".log", 2000));
+                             "); its output ended with:\n" + child::tail_of(stem + ".log", 2000));
   }
   if (c.runs.empty()) {
-    throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" + dist_launch::tail_of(stem + ".log", 2000));
+    throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" + child::tail_of(stem + ".log", 2000));
   }
   return c;
 }
@@ -340,7 +340,7 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
       const AbSide* side;
       std::string dir, stem;
       std::unique_ptr<TurnGiver> turns;
-      std::unique_ptr<dist_launch::Process> process;
+      std::unique_ptr<child::Process> process;
     } sides[2];
     for (int s = 0; s < 2; ++s) {
       Side& x = sides[s];
@@ -354,12 +354,12 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
                                     "--benchmark_filter=" + exact_filter(run_name),
                                     "--benchmark_repetitions=" + std::to_string(spec.rounds)};
       argv.insert(argv.end(), log.turn_flags.begin(), log.turn_flags.end());
-      dist_launch::Spec ls;
+      child::Spec ls;
       ls.argv = std::move(argv);
       ls.env = x.side->env;
       ls.log_path = x.stem + ".log";
       ls.timeout = spec.child_timeout;  // per turn (give_turn) and after the last (wait_until below)
-      x.process = std::make_unique<dist_launch::Process>(ls);
+      x.process = std::make_unique<child::Process>(ls);
     }
     auto what = [&](const Side& x) { return x.side->label + " '" + x.side->arg + "' bench of " + run_name; };
     int pairs = 0;
@@ -386,7 +386,7 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     } catch (const std::runtime_error& e) {
       std::string tails;
       for (const Side& x : sides) {
-        tails += "\n" + x.side->label + "'s output ended with:\n" + dist_launch::tail_of(x.stem + ".log", 1500);
+        tails += "\n" + x.side->label + "'s output ended with:\n" + child::tail_of(x.stem + ".log", 1500);
       }
       throw std::runtime_error(std::string(e.what()) + tails);
     }
@@ -394,7 +394,7 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     for (int s = 0; s < 2; ++s) {
       Side& x = sides[s];
       // After its last turn a side only writes its report: it gets one turn's time for that.
-      const dist_launch::Result r = x.process->wait_until(std::chrono::steady_clock::now() + spec.child_timeout);
+      const child::Result r = x.process->wait_until(std::chrono::steady_clock::now() + spec.child_timeout);
       check_child(r, what(x), x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s after its last turn");
       const Report rep = read_child_report(x.stem, what(x));
       for (const BenchmarkRecord& b : rep.benchmarks) {

@@ -1,7 +1,7 @@
 // `torchconform ab`: launching the two builds (part of the command line, tc_cli), in one of two
 // pairings:
 //  - run: each round runs `<binary> bench --json <scratch file> <bench flags>` of BASE and of NEW,
-//    one after the other in the round's order, through dist_launch::run (its own process group, a
+//    one after the other in the round's order, through child::run (its own process group, a
 //    deadline, output to a log); the reports they write become the round's records.
 //  - repetition (the default): first a calibration `bench` of each side (one repetition per
 //    benchmark: which benchmarks each has, and BASE's iteration count); then, per benchmark both

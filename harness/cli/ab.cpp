@@ -18,7 +18,8 @@
 #include "harness/ab/run.h"
 #include "harness/cli/common.h"
 #include "harness/compare.h"
-#include "harness/scratch.h"
+#include "harness/settings.h"
+#include "harness/util/text_format.h"
 
 namespace tc::cli {
 namespace {
@@ -50,9 +51,8 @@ void print_round(const AbRoundLog& rl, const AbRound& round, int planned) {
       line << " ...";
       break;
     }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, " %.4g -> %.4g %s (x%.3f)", b.base[0], b.next[0], b.unit.c_str(), b.ratios[0]);
-    line << (shown > 1 ? ";" : "") << ' ' << b.name << buf;
+    line << (shown > 1 ? ";" : "") << ' ' << b.name << ' ' << fmt::num(b.base[0]) << " -> " << fmt::num(b.next[0]) << ' '
+         << b.unit << " (x" << fmt::ratio(b.ratios[0]) << ')';
   }
   std::cerr << line.str() << '\n';
 }

@@ -1,5 +1,5 @@
 // `torchconform qualify`: the same short probes on every device at once, naming the device that is
-// off the others (harness/qualify/, the device half in suites/qualify/probes.cpp). Exit 0 none
+// off the others (harness/qualify/, the device half in harness/qualify/probes/). Exit 0 none
 // flagged, 1 a device flagged, 2 bad usage or launch failure.
 #include <memory>
 #include <string>
@@ -25,7 +25,7 @@ Command add_qualify(CLI::App& app, int argc, char** argv) {
       "exit 0 none flagged, 1 a device flagged, 2 bad usage or launch failure (docs/qualify.md)");
   sub->add_option("--device", a->q.device, "cpu (N ranks with Gloo) | cuda (one rank per GPU, NCCL)")->capture_default_str();
   sub->add_option("--nproc", a->q.nproc, "Ranks (CPU default TORCHCONFORM_DIST_NPROC, else 2; CUDA default every GPU)");
-  sub->add_option("--json", a->q.json_path, "Also write the report as JSON (torchconform.qualify/1)");
+  sub->add_option("--json", a->q.json_path, "Also write the report as JSON (torchconform.qualify/2)");
   sub->add_option("--html", a->q.html_path, "Also write the report as a self-contained HTML page");
   sub->add_option("--k", a->q.bounds.k, "Bound in MADs of the other ranks (scaled by 1.4826)")->capture_default_str();
   sub->add_option("--floor", a->floor, "Smallest bound, in percent of the other ranks' median")->capture_default_str();

@@ -6,9 +6,18 @@ namespace tc::qualify {
 
 using nlohmann::json;
 
+std::string Fingerprint::params_sha256() const {
+  const json* params = record.is_object() && record.contains("params") ? &record.at("params") : nullptr;
+  return params && params->is_object() && params->contains("sha256") && params->at("sha256").is_string()
+             ? params->at("sha256").get<std::string>()
+             : std::string();
+}
+
 std::string Fingerprint::digest() const {
-  std::string s = params_sha256;
-  for (const std::string& b : loss_bits) s += ":" + b;
+  std::string s = params_sha256();
+  if (record.is_object() && record.contains("loss_hex")) {
+    for (const json& l : record.at("loss_hex")) s += ":" + (l.is_string() ? l.get<std::string>() : l.dump());
+  }
   return s;
 }
 
@@ -23,7 +32,7 @@ json to_json(const RankResult& r) {
           {"device", r.device},
           {"device_id", r.device_id},
           {"figures", figures},
-          {"fingerprint", {{"loss_bits", r.fingerprint.loss_bits}, {"params_sha256", r.fingerprint.params_sha256}}},
+          {"fingerprint", r.fingerprint.record},
           {"notes", r.notes}};
 }
 
@@ -58,8 +67,14 @@ RankResult rank_result_from_json(const json& j) {
     r.figures.push_back(std::move(fig));
   }
   const json& fp = field(j, "fingerprint", json::value_t::object);
-  r.fingerprint.loss_bits = field(fp, "loss_bits", json::value_t::array).get<std::vector<std::string>>();
-  r.fingerprint.params_sha256 = field(fp, "params_sha256", json::value_t::string).get<std::string>();
+  if (field(fp, "format", json::value_t::string) != "torchconform.fingerprint/1") {
+    throw std::invalid_argument("rank result: 'fingerprint' is not torchconform.fingerprint/1");
+  }
+  for (const json& l : field(fp, "loss_hex", json::value_t::array)) {
+    if (!l.is_string()) throw std::invalid_argument("rank result: 'fingerprint.loss_hex' holds a non-string");
+  }
+  field(field(fp, "params", json::value_t::object), "sha256", json::value_t::string);
+  r.fingerprint.record = fp;
   r.notes = field(j, "notes", json::value_t::array).get<std::vector<std::string>>();
   return r;
 }

@@ -1,7 +1,7 @@
 // Qualification probes (`torchconform qualify`): what one rank measures on its device, and the one
-// registration through which suites/qualify hands its worker to the CLI. The harness core launches
+// registration through which harness/qualify/probes hands its worker to the CLI. The harness core launches
 // torchrun, calls the worker on every rank, judges rank 0's gathered figures (harness/qualify/qualify.h)
-// and formats them; the probes themselves need LibTorch and c10d and live in suites/qualify.
+// and formats them; the probes themselves need LibTorch and c10d and live in harness/qualify/probes.
 //
 //   static const bool registered = tc::qualify::set_worker([](const tc::qualify::WorkerOptions& o) {
 //     ... every rank measures, rank 0 returns every rank's RankResult, the others return {} ...
@@ -30,10 +30,13 @@ struct Figure {
 };
 
 // The same-seed training run of one rank: equal on every healthy device running the same binary.
+// `record` is the training fingerprint every report uses (metrics.fingerprint, format
+// "torchconform.fingerprint/1", docs/reports.md), as training_fingerprint() makes it
+// (suites/support/fingerprint.h); equality is over its losses' exact values and its parameters' digest.
 struct Fingerprint {
-  std::vector<std::string> loss_bits;  // each step's float32 loss as 8 hex digits (its bits)
-  std::string params_sha256;           // of the final parameters' bytes, in registration order
-  std::string digest() const;          // the two together, for equality
+  nlohmann::json record = nlohmann::json::object();
+  std::string params_sha256() const;  // record.params.sha256 ("" when absent)
+  std::string digest() const;         // params.sha256 and every loss_hex, for equality
 };
 
 struct RankResult {
@@ -61,10 +64,10 @@ struct WorkerOptions {
 // std::runtime_error when a probe or the group fails.
 using Worker = std::function<std::vector<RankResult>(const WorkerOptions&)>;
 
-// Registers the one worker (static registration from suites/qualify); a second throws
+// Registers the one worker (static registration from harness/qualify/probes); a second throws
 // std::logic_error. Returns true, for `static const bool x = set_worker(...)`.
 bool set_worker(Worker worker);
-// The registered worker; nullptr in a binary without suites/qualify.
+// The registered worker; nullptr in a binary without harness/qualify/probes.
 const Worker* worker();
 
 }  // namespace tc::qualify

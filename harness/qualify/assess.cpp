@@ -39,7 +39,8 @@ Deviation deviation(const std::vector<double>& values, size_t i, const Bounds& b
 
 namespace {
 
-std::string fmt(double v) { return tc::fmt::num(v); }  // 4 significant digits
+using tc::fmt::num;  // 4 significant digits
+using tc::fmt::pct;  // 1 decimal
 
 }  // namespace
 
@@ -75,9 +76,9 @@ Assessment assess(const std::vector<RankResult>& ranks, const Bounds& bounds) {
         v.per_rank.push_back(d);
         if (d.flagged) {
           reasons[ranks[who[i]].rank].push_back(
-              name + " " + fmt(d.value) + " " + unit + " is " + fmt(-100.0 * d.relative) +
-              "% below the others' median " + fmt(d.centre) + " (bound " + fmt(100.0 * d.bound / d.centre) +
-              "%: max(" + fmt(bounds.k) + " x 1.4826 x MAD " + fmt(d.mad) + ", " + fmt(100.0 * bounds.floor) + "%))");
+              name + " " + num(d.value) + " " + unit + " is " + pct(-d.relative) +
+              " below the others' median " + num(d.centre) + " (bound " + pct(d.bound / d.centre) +
+              ": max(" + num(bounds.k) + " x 1.4826 x MAD " + num(d.mad) + ", " + pct(bounds.floor) + "))");
         }
       }
       j.figures.push_back(std::move(v));
@@ -99,12 +100,12 @@ Assessment assess(const std::vector<RankResult>& ranks, const Bounds& bounds) {
       if (j.fingerprint.majority_digest.empty()) {
         reasons[r.rank].push_back("training fingerprint: no majority (" + std::to_string(counts.size()) +
                                   " different fingerprints among " + std::to_string(ranks.size()) +
-                                  " ranks; this one: parameters sha256 " + r.fingerprint.params_sha256.substr(0, 16) + ")");
+                                  " ranks; this one: parameters sha256 " + r.fingerprint.params_sha256().substr(0, 16) + ")");
       } else {
         reasons[r.rank].push_back("training fingerprint differs from the majority's (" +
                                   std::to_string(j.fingerprint.majority_count) + " of " +
                                   std::to_string(ranks.size()) + " ranks): parameters sha256 " +
-                                  r.fingerprint.params_sha256.substr(0, 16) + "...");
+                                  r.fingerprint.params_sha256().substr(0, 16) + "...");
       }
     }
   }

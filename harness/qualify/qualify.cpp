@@ -6,11 +6,13 @@
 #include <iostream>
 #include <stdexcept>
 
-#include "harness/launch.h"
-#include "harness/multi_process.h"
+#include "harness/child_process.h"
+#include "harness/contract/scratch.h"
 #include "harness/devices.h"
-#include "harness/scratch.h"
+#include "harness/multi_process.h"
+#include "harness/settings.h"
 #include "harness/util/atomic_file.h"
+#include "harness/util/text_format.h"
 
 namespace tc::qualify {
 namespace {
@@ -61,7 +63,7 @@ int report_and_exit(Report rep, const Args& a) {
 // Under torchrun: this rank's share. Rank 0 judges (or hands the figures to our launcher).
 int as_worker(const Args& a, const json& header) {
   const Worker* w = worker();
-  if (w == nullptr) fail("this binary has no qualification probes (suites/qualify is not linked in)");
+  if (w == nullptr) fail("this binary has no qualification probes (harness/qualify/probes is not linked in)");
   WorkerOptions o;
   o.device = a.device;
   o.repetitions = a.repetitions;
@@ -81,19 +83,12 @@ int as_worker(const Args& a, const json& header) {
   return report_and_exit({header, ranks, a.bounds, {}}, a);
 }
 
-std::string fmt_pct(double f) {
-  std::string s = std::to_string(f * 100.0);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s + "%";
-}
-
 }  // namespace
 
 int run_command(const Args& a, const json& header, const std::string& self) {
   validate(a);
   if (under_torchrun()) return as_worker(a, header);
-  if (worker() == nullptr) fail("this binary has no qualification probes (suites/qualify is not linked in)");
+  if (worker() == nullptr) fail("this binary has no qualification probes (harness/qualify/probes is not linked in)");
 
   int nproc = a.nproc;
   if (a.device == "cuda") {
@@ -115,13 +110,13 @@ int run_command(const Args& a, const json& header, const std::string& self) {
                    "placed them; a flag is more likely a placement than a slow device\n";
     }
   }
-  const std::string torchrun = dist_launch::find_torchrun();
+  const std::string torchrun = child::find_torchrun();
   if (torchrun.empty()) fail("torchrun not found (set TORCHCONFORM_TORCHRUN, or put the pinned torch's bin/ on PATH)");
   if (self.empty()) fail("cannot find this binary to launch under torchrun");
 
   Scratch scratch("torchconform-qualify-");
   const std::string raw = scratch.file("ranks.json"), log = scratch.file("torchrun.log");
-  dist_launch::Spec spec;
+  child::Spec spec;
   spec.argv = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
                "--max-restarts=0", "--no-python", self, "qualify", "--device", a.device,
                "--reps", std::to_string(a.repetitions), "--raw", raw};
@@ -130,19 +125,19 @@ int run_command(const Args& a, const json& header, const std::string& self) {
   spec.timeout = std::chrono::seconds(timeout_s);
   std::cerr << "torchconform: qualify: " << nproc << " " << a.device << " rank(s) under torchrun, "
             << a.repetitions << " repetitions a probe, bound max(" << a.bounds.k << " x 1.4826 x MAD, "
-            << fmt_pct(a.bounds.floor) << ")\n";
-  const dist_launch::Result r = dist_launch::run(spec);
+            << fmt::pct(a.bounds.floor) << ")\n";
+  const child::Result r = child::run(spec);
   if (r.timed_out) {
-    fail("torchrun did not finish in " + std::to_string(timeout_s) + " s and was killed:\n" + dist_launch::tail_of(log));
+    fail("torchrun did not finish in " + std::to_string(timeout_s) + " s and was killed:\n" + child::tail_of(log));
   }
   if (r.exit_code != 0) {
-    fail("torchrun exited with " + std::to_string(r.exit_code) + ":\n" + dist_launch::tail_of(log));
+    fail("torchrun exited with " + std::to_string(r.exit_code) + ":\n" + child::tail_of(log));
   }
   std::vector<RankResult> ranks;
   try {
     ranks = read_raw(raw);
   } catch (const std::exception& e) {
-    fail(std::string("rank 0 wrote no figures (") + e.what() + "):\n" + dist_launch::tail_of(log));
+    fail(std::string("rank 0 wrote no figures (") + e.what() + "):\n" + child::tail_of(log));
   }
   if (static_cast<int>(ranks.size()) != nproc) {
     fail("rank 0 gathered " + std::to_string(ranks.size()) + " ranks of " + std::to_string(nproc));

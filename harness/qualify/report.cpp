@@ -14,7 +14,7 @@ using nlohmann::json;
 
 using fmt::num;  // 4 significant digits
 
-std::string pct(double f) { return num(100.0 * f) + "%"; }
+using fmt::pct;  // 1 decimal: "5.0%"
 
 std::string bounds_text(const Bounds& b) {
   return "max(" + num(b.k) + " x 1.4826 x MAD, " + pct(b.floor) + ") of the other ranks' median";
@@ -52,7 +52,7 @@ std::string render_text(const Report& r) {
       os << std::setw(24) << cell;
     }
     const bool differs = i < j.fingerprint.differs.size() && j.fingerprint.differs[i];
-    os << rk.fingerprint.params_sha256.substr(0, 12) << (differs ? " !" : "") << "\n";
+    os << rk.fingerprint.params_sha256().substr(0, 12) << (differs ? " !" : "") << "\n";
   }
   os << "\n";
   for (const RankResult& rk : r.ranks) {
@@ -82,7 +82,7 @@ std::string render_text(const Report& r) {
 
 json report_json(const Report& r) {
   json out = r.header.is_object() ? r.header : json::object();
-  out["schema"] = "torchconform.qualify/1";
+  out["schema"] = "torchconform.qualify/2";
   out["bounds"] = {{"k", r.bounds.k}, {"mad_scale", 1.4826}, {"floor", r.bounds.floor},
                    {"rule", "flagged when value < centre - max(k * mad_scale * mad, floor * centre), centre and "
                             "mad over the other ranks"}};
@@ -150,7 +150,7 @@ std::string render_html(const Report& r) {
       h << "</td>";
     }
     const bool differs = i < j.fingerprint.differs.size() && j.fingerprint.differs[i];
-    h << "<td" << (differs ? " class=\"flagged\"" : "") << "><code>" << html::escape_text(rk.fingerprint.params_sha256.substr(0, 16))
+    h << "<td" << (differs ? " class=\"flagged\"" : "") << "><code>" << html::escape_text(rk.fingerprint.params_sha256().substr(0, 16))
       << "</code></td><td>";
     for (const std::string& n : rk.notes) h << html::escape_text(n) << "<br>";
     h << "</td></tr>\n";

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/contract/scratch.h"
 #include "harness/fuzz/report_fuzz_body.h"
 #include "harness/gbench_json.h"
 #include "harness/report_json.h"
@@ -42,7 +43,7 @@ std::vector<Region> report_regions(const std::string& file) {
 // --- reports --------------------------------------------------------------------------------------
 
 TEST(CorruptionCorpus, EveryCorruptReportIsRejectedAndNothingWrittenIsLost) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string good_path = dir.file("good.json");
   // A real report: a quick run of a check on the reference and the variant it catches.
   const ChildResult made = in_child([&] {
@@ -125,7 +126,7 @@ TEST(CorruptionCorpus, EveryCorruptReportIsRejectedAndNothingWrittenIsLost) {
 // A document nested far deeper than any report: rejected by the depth limit, not a stack overflow
 // in the recursive copy, dump or destruction of the parsed value.
 TEST(CorruptionCorpus, DeeplyNestedReportIsRejected) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string path = dir.file("deep.json");
   const int depth = 1000000;
   write_bytes(path, "{\"schema\":\"torchconform.report/1\",\"sha256\":\"0\",\"run\":" + std::string(depth, '[') +

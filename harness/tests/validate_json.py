@@ -11,7 +11,7 @@ Every *.schema.json beside SCHEMA is registered, so that a schema may refer to a
                           in rounds per round run, indexed in order; per benchmark as many values in
                           rounds, base and new (and ratios, unless unit_changed), each ratio new/base,
                           the round indices valid, the interval around the median ratio;
-  torchconform.qualify/1  summary = the ranks and flags counted, exit_code 1 exactly when flagged;
+  torchconform.qualify/2  summary = the ranks and flags counted, exit_code 1 exactly when flagged;
                           the ranks numbered in order; per figure at most one value per rank, each
                           `flagged` as the rule says (value < centre - bound); a flagged figure or
                           fingerprint has its rank in flags, and every flag names a rank that has one;
@@ -125,7 +125,7 @@ def qualify_problems(doc):
     return out
 
 
-CHECKS = {"torchconform.ab/1": ab_problems, "torchconform.qualify/1": qualify_problems}
+CHECKS = {"torchconform.ab/1": ab_problems, "torchconform.qualify/2": qualify_problems}
 
 
 def problems(validator, doc):
@@ -156,12 +156,12 @@ MUTATIONS = {
         "a round missing": lambda d: d["rounds"].pop(),
         "a side without binary": lambda d: d["new"].pop("binary"),
     },
-    "torchconform.qualify/1": {
-        "other schema version": lambda d: d.__setitem__("schema", "torchconform.qualify/2"),
+    "torchconform.qualify/2": {
+        "other schema version": lambda d: d.__setitem__("schema", "torchconform.qualify/1"),
         "unknown top-level field": lambda d: d.__setitem__("extra", 1),
         "environment without libtorch": lambda d: d["environment"].pop("libtorch"),
         "tool of another name": lambda d: d["tool"].__setitem__("name", "other"),
-        "params digest not hex": lambda d: d["ranks"][0]["fingerprint"].__setitem__("params_sha256", "xyz"),
+        "params digest not hex": lambda d: d["ranks"][0]["fingerprint"]["params"].__setitem__("sha256", "xyz"),
         "a figure without samples": lambda d: d["ranks"][0]["figures"][0].__setitem__("samples", []),
         "summary disagrees with ranks": lambda d: d["summary"].__setitem__("ranks", d["summary"]["ranks"] + 1),
         "exit code disagrees with flags": lambda d: d["summary"].__setitem__("exit_code", 1 - d["summary"]["exit_code"]),
@@ -192,7 +192,7 @@ def main() -> int:
         return 1
     what = doc.get("schema")
     size = (f"{len(doc['benchmarks'])} benchmarks, {doc['run']['rounds']} rounds" if what == "torchconform.ab/1"
-            else f"{len(doc['ranks'])} ranks, {len(doc['flags'])} flags" if what == "torchconform.qualify/1" else "")
+            else f"{len(doc['ranks'])} ranks, {len(doc['flags'])} flags" if what == "torchconform.qualify/2" else "")
     print(f"{doc_path}: valid {what} ({size})")
     if "--self-test" in sys.argv[3:]:
         mutations = MUTATIONS.get(what)

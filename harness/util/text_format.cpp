@@ -13,8 +13,13 @@ std::string printf_double(const char* format, double v) {
 
 }  // namespace
 
-std::string num(double v) { return printf_double("%.4g", v); }
-std::string num9(double v) { return printf_double("%.9g", v); }
+std::string sig(double v, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+  return buf;
+}
+std::string num(double v) { return sig(v, 4); }
+std::string num9(double v) { return sig(v, 9); }
 std::string ratio(double v) { return printf_double("%.3f", v); }
 std::string pct(double fraction) { return printf_double("%.1f%%", fraction * 100.0); }
 std::string signed_pct(double fraction) { return printf_double("%+.1f%%", fraction * 100.0); }

@@ -1,12 +1,14 @@
-// Number formatting the reporters share (console, HTML, JSON notes of compare, ab, qualify), so
-// that one figure reads the same in every output.
+// Number formatting: the one vocabulary of the checks' evidence and the reporters (console, HTML,
+// JSON notes of compare, ab, qualify), so that one figure reads the same in every output.
 #pragma once
 
 #include <string>
 
 namespace tc::fmt {
 
-// Up to 4 significant digits: "0.01234", "1.235e+06" (printf %.4g).
+// `digits` significant digits (printf %.*g): sig(1.0/3, 3) -> "0.333"; the checks' evidence uses 6.
+std::string sig(double v, int digits = 6);
+// Up to 4 significant digits: "0.01234", "1.235e+06" (printf %.4g), the reporters' figures.
 std::string num(double v);
 // 9 significant digits: enough to tell any two float32 values apart (printf %.9g).
 std::string num9(double v);

@@ -34,13 +34,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "harness/contract/scratch.h"
 #include "harness/fuzz/report_fuzz_body.h"
 #include "harness/tests/resilience_support.h"
 #include "harness/util/posix_fs.h"
-#include "suites/support/tensor_compare.h"
 #include "reference/checkpoint.h"
 #include "reference/fuzz/checkpoint_fuzz_body.h"
 #include "reference/reference_run.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -91,7 +92,7 @@ RunOptions trained_checkpoint(ref::ReferenceRun& run, const std::string& path, i
 }
 
 TEST(CorruptionCorpus, EveryCorruptCheckpointIsRejectedAndTheModelUntouched) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string good_path = dir.file("good.ckpt");
   ref::ReferenceRun run;
   RunOptions o = trained_checkpoint(run, good_path, 3);
@@ -146,7 +147,7 @@ TEST(CorruptionCorpus, EveryCorruptCheckpointIsRejectedAndTheModelUntouched) {
 // --- hostile checkpoints --------------------------------------------------------------------------
 
 TEST(HostileCheckpoint, PicklesThatRunCodeAndShortStoragesAreRejectedWithNoSideEffect) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string good_path = dir.file("good.ckpt");
   ref::ReferenceRun run;
   RunOptions o = trained_checkpoint(run, good_path, 1);
@@ -211,7 +212,7 @@ void expect_previous_kept(const std::string& dir, const std::vector<std::pair<st
 }
 
 TEST(FailedWrites, FileSizeLimitMidWriteKeepsThePreviousCheckpointAndReport) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string ckpt = dir.file("run.ckpt");
   const std::string report = dir.file("report.json");
   ref::ReferenceRun run;
@@ -289,7 +290,7 @@ std::string drop_privileges() {
 }
 
 TEST(FailedWrites, ReadOnlyDirectoryKeepsThePreviousCheckpointAndReport) {
-  ScratchDir scratch;
+  Scratch scratch;
   const std::string dir = scratch.file("readonly");
   posix_fs::make_dirs(dir);
   const std::string ckpt = dir + "/run.ckpt";
@@ -344,7 +345,7 @@ TEST(FailedWrites, ReadOnlyDirectoryKeepsThePreviousCheckpointAndReport) {
 // (TC_FUZZ_SEED_DIR) or into scratch space; each must be accepted by its fuzz body, so that the
 // fuzzers start from inputs that reach the end of the loader.
 TEST(Fuzz, SeedsAreRealFilesTheFuzzBodiesAccept) {
-  ScratchDir scratch;
+  Scratch scratch;
   const char* env = std::getenv("TC_FUZZ_SEED_DIR");
   const std::string dir = env && *env ? env : scratch.file("seeds");
   for (const char* sub : {"/report", "/checkpoint", "/checkpoint_archive"}) posix_fs::make_dirs(dir + sub);

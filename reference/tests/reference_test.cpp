@@ -10,10 +10,11 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "suites/support/tensor_compare.h"
+#include "harness/contract/scratch.h"
 #include "reference/derived_model.h"
 #include "reference/recompute.h"
 #include "reference/reference_run.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc::ref {
 namespace {
@@ -176,7 +177,7 @@ class ModelOnly : public ReferenceRun {
 };
 
 TEST(Checkpoint, MissingPartAndCorruptFileGiveClearErrors) {
-  ScratchDir dir;
+  Scratch dir;
   RunOptions o;
   o.seed = 5;
   ModelOnly weights;
@@ -214,7 +215,7 @@ TEST(Checkpoint, MissingPartAndCorruptFileGiveClearErrors) {
 }
 
 TEST(Checkpoint, SaveIsAtomicAndReplacesThePreviousFile) {
-  ScratchDir dir;
+  Scratch dir;
   ReferenceRun run;
   run.setup(RunOptions{});
   const std::string path = dir.file("ckpt.pt");
@@ -373,7 +374,7 @@ TEST(StrictLoad, FlatKeysAndADictEntryLoadLikeNestedArchives) {
 // A checkpoint whose part holds a Dict[str, Tensor] passes the file checks (the container's type
 // tag is parsed, not taken for a class) and loads.
 TEST(CheckpointFile, ADictEntryPassesTheChecksAndLoads) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string path = dir.file("c.pt");
   c10::Dict<std::string, at::Tensor> d;
   d.insert("w", torch::arange(6, torch::kFloat));
@@ -388,7 +389,7 @@ TEST(CheckpointFile, ADictEntryPassesTheChecksAndLoads) {
 // needs more is refused with the limit named, nothing loaded, this process unharmed; within the
 // limits it loads as before.
 TEST(CheckpointFile, AParseOverItsLimitsIsRefusedInAChildProcess) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string path = dir.file("big.pt");
   const at::Tensor big = torch::arange(12 * 1024 * 1024, torch::kFloat);  // 48 MiB
   save_parts({{"model", [&](auto& a) { a.write("w", big); }, nullptr}}, path);
@@ -420,7 +421,7 @@ TEST(CheckpointFile, AParseOverItsLimitsIsRefusedInAChildProcess) {
 }
 
 TEST(CheckpointFile, AFlippedPayloadByteFailsTheHash) {
-  ScratchDir dir;
+  Scratch dir;
   const std::string path = dir.file("c.pt");
   save_parts({{"model", [](auto& a) { a.write("w", torch::arange(4096, torch::kFloat)); }, nullptr}}, path);
   std::string bytes;

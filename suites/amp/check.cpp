@@ -42,14 +42,16 @@
 
 #include <torch/torch.h>
 
-#include "suites/support/fingerprint.h"
-#include "suites/support/kit.h"
-#include "suites/support/tensor_compare.h"
 #include "harness/contract/amp_probe.h"
+#include "harness/contract/scratch.h"
+#include "harness/util/text_format.h"
 #include "reference/autocast.h"
 #include "suites/amp/dtype.h"
 #include "suites/amp/engagement.h"
 #include "suites/amp/throughput.h"
+#include "suites/support/fingerprint.h"
+#include "suites/support/kit.h"
+#include "suites/support/tensor_compare.h"
 
 namespace tc {
 namespace {
@@ -272,7 +274,7 @@ void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& 
   std::vector<std::string> bad;
   if (!(worst_loss <= tol)) {
     bad.push_back("loss at step " + std::to_string(worst_step) + " differs by " + sci(worst_loss) + " relative (" +
-                  format_double(l.losses[worst_step]) + " vs " + format_double(lf[worst_step]) + ")");
+                  fmt::sig(l.losses[worst_step]) + " vs " + fmt::sig(lf[worst_step]) + ")");
   }
   if (l.skipped > 0) {
     bad.push_back("the scaler still skipped " + std::to_string(l.skipped) + " of the compared steps after " +
@@ -306,7 +308,7 @@ void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& 
 void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   nlohmann::json& m = out.metrics();
   const int64_t steps = ctx.quick ? 4 : 6;
-  ScratchDir scratch;
+  Scratch scratch;
   const std::string start = scratch.file("settled.pt");
   const std::string d = amp::dtype_name(dtype);
   AmpLeg l;
@@ -389,7 +391,7 @@ void underflow(const CheckContext& ctx, double w, Findings& out) {
                           {"scaled_loss_overflows_fp16", loss_overflow}});
     if (overflow_text.empty()) {
       overflow_text = "at the initial scale " + sci(s0->scale) + " the GradScaler skipped the fp16 step (" +
-                      (loss_overflow ? "loss " + format_double(r.loss) + " x scale " + sci(s0->scale) + " = " +
+                      (loss_overflow ? "loss " + fmt::sig(r.loss) + " x scale " + sci(s0->scale) + " = " +
                                            sci(scaled_loss) + " > fp16's largest 65504: the scaled loss overflowed fp16"
                                      : "a gradient was non-finite; the scaled loss " + sci(scaled_loss) +
                                            " is within fp16's range" +
@@ -424,9 +426,9 @@ void underflow(const CheckContext& ctx, double w, Findings& out) {
                     {"finite", finite}, {"scale", o.scaler.init_scale}};
   const std::string what = "underflow (fp16, loss x " + sci(w) + " so the median fp32 gradient is 2^-20): " +
                            std::to_string(flushed) + " of " + std::to_string(nonzero) +
-                           " non-zero fp32 gradient elements flushed to zero (" + format_double(100 * frac, 3) +
+                           " non-zero fp32 gradient elements flushed to zero (" + fmt::sig(100 * frac, 3) +
                            "%; " + std::to_string(below) + " lie under fp16's smallest subnormal 2^-24; bar " +
-                           format_double(100 * kMaxFlushed, 3) + "%)";
+                           fmt::sig(100 * kMaxFlushed, 3) + "%)";
   if (!finite) {
     out.broken("underflow", "underflow: the fp16 step left non-finite gradients and " +
                                 std::string(h_scaled ? "the scaler let the step through" : "no GradScaler skipped it"));
@@ -583,12 +585,12 @@ void clipping(const CheckContext& ctx, double max_norm, Findings& out) {
     m["clipping"] = {{"step", t}, {"scale", scale}, {"max_norm", max_norm}, {"unscaled_grad_norm", norm_g},
                      {"grad_norm_seen_by_optimizer", norm_f}};
     const std::string what = "clipping (fp16, step " + std::to_string(t) + ", scale " + sci(scale) +
-                             "): unscaled gradient norm " + format_double(norm_g, 4) + ", asked max_norm " +
-                             format_double(max_norm, 4) + ", the optimizer saw norm " + sci(norm_f);
+                             "): unscaled gradient norm " + fmt::sig(norm_g, 4) + ", asked max_norm " +
+                             fmt::sig(max_norm, 4) + ", the optimizer saw norm " + sci(norm_f);
     if (global_at(max_norm)) {
       out.held("clip_after_unscale", what + (norm_g > max_norm ? " = the threshold asked for" : " (under the bound: left alone)"));
     } else if (per_tensor_clip(raw_norms, seen, scale, max_norm, kRelTol)) {
-      out.held("clip_after_unscale", what + ": each tensor's gradient clipped to its norm " + format_double(max_norm, 4) +
+      out.held("clip_after_unscale", what + ": each tensor's gradient clipped to its norm " + fmt::sig(max_norm, 4) +
                                          " (per-parameter clipping) on the unscaled gradients");
     } else if (scale != 1.0 && (global_at(max_norm / scale) || per_tensor_clip(raw_norms, seen, scale, max_norm / scale, kRelTol))) {
       out.broken("clip_after_unscale", what + ": the clip threshold in effect was max_norm / scale = " +

@@ -1,5 +1,6 @@
 #include "suites/amp/throughput.h"
 
+#include "harness/util/text_format.h"
 #include "suites/amp/dtype.h"
 
 #include <time.h>
@@ -174,9 +175,9 @@ nlohmann::json figures(const stats::MedianInterval& m) {
 }
 
 std::string text(const stats::MedianInterval& m) {
-  std::string s = format_double(m.median, 3) + "x (median of " + std::to_string(m.n) + " rounds";
+  std::string s = fmt::sig(m.median, 3) + "x (median of " + std::to_string(m.n) + " rounds";
   if (m.has_interval) {
-    s += ", " + format_double(100 * m.coverage, 3) + "% interval " + format_double(m.lo, 3) + ".." + format_double(m.hi, 3);
+    s += ", " + fmt::sig(100 * m.coverage, 3) + "% interval " + fmt::sig(m.lo, 3) + ".." + fmt::sig(m.hi, 3);
   }
   return s + ")";
 }
@@ -254,11 +255,11 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
   const double flops = step_flops(size);
   const std::string workload = "transformer block " + std::to_string(size.batch) + "x" + std::to_string(size.seq) +
                                " tokens, width " + std::to_string(size.dim) + ", MLP " + std::to_string(size.ff) + " (" +
-                               format_double(flops / 1e9, 4) + " GFLOP/step), " +
+                               fmt::sig(flops / 1e9, 4) + " GFLOP/step), " +
                                (cuda ? "TF32 off" : "1 thread, its CPU time") + ": fp32 step " +
-                               format_double(1e3 * stats::median_interval(tf).median, 4) + " ms, reference " + d + " step " +
-                               format_double(1e3 * stats::median_interval(tr).median, 4) + " ms, recipe's " + d + " step " +
-                               format_double(1e3 * stats::median_interval(tm).median, 4) + " ms";
+                               fmt::sig(1e3 * stats::median_interval(tf).median, 4) + " ms, reference " + d + " step " +
+                               fmt::sig(1e3 * stats::median_interval(tr).median, 4) + " ms, recipe's " + d + " step " +
+                               fmt::sig(1e3 * stats::median_interval(tm).median, 4) + " ms";
   out.metrics()["throughput_" + d] = {
       {"workload", {{"batch", size.batch}, {"seq", size.seq}, {"dim", size.dim}, {"heads", size.heads}, {"ff", size.ff},
                     {"flops_per_step", flops}}},
@@ -278,7 +279,7 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
   std::vector<std::string> noisy;
   // The recipe's AMP procedure against the reference's, on the same workload and hardware.
   const std::string proc = d + " AMP procedure speed on the " + workload + ": recipe / reference throughput " +
-                           text(proc_m) + ", bar " + format_double(kProcedureBar, 3);
+                           text(proc_m) + ", bar " + fmt::sig(kProcedureBar, 3);
   if (proc_v == stats::BarVerdict::kPass) {
     out.held("amp_procedure_speed", proc);
   } else if (proc_v == stats::BarVerdict::kFail) {
@@ -292,14 +293,14 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
   if (bar <= 0) {
     out.recorded("throughput", sp + ": recorded, not judged here (" + why + ")");
   } else if (speed_v == stats::BarVerdict::kPass) {
-    out.held("throughput", sp + ", bar " + format_double(bar, 3));
+    out.held("throughput", sp + ", bar " + fmt::sig(bar, 3));
   } else if (speed_v == stats::BarVerdict::kFail) {
-    out.broken("throughput", sp + ", bar " + format_double(bar, 3) + ": mixed precision does not speed the step up");
+    out.broken("throughput", sp + ", bar " + fmt::sig(bar, 3) + ": mixed precision does not speed the step up");
   } else {
-    noisy.push_back(sp + ", bar " + format_double(bar, 3));
+    noisy.push_back(sp + ", bar " + fmt::sig(bar, 3));
   }
   if (noisy.empty()) return "";
-  std::string s = "too noisy to judge after " + std::to_string(tm.size()) + " rounds in " + format_double(wall, 3) + " s: ";
+  std::string s = "too noisy to judge after " + std::to_string(tm.size()) + " rounds in " + fmt::sig(wall, 3) + " s: ";
   for (size_t i = 0; i < noisy.size(); ++i) s += (i ? "; " : "") + noisy[i];
   for (const std::string& n : noisy) out.recorded(n.find("procedure") != std::string::npos ? "amp_procedure_speed" : "throughput",
                                                   n + ": undecided (interval across the bar)");

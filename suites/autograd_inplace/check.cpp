@@ -23,6 +23,7 @@
 
 #include <ATen/Context.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/generators.h"
 #include "suites/support/hooks.h"
 #include "suites/support/kit.h"
@@ -117,8 +118,8 @@ Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTen
       forward_draws_random_numbers(run, x, buffers, buffers_before, gen_before)) {
     r.not_reproduced = "the forward draws random numbers (two forwards of the step's batch from other generator "
                        "states differ), and from the generator states the step began with the recomputed loss is " +
-                       format_double(r.loss, 9) + " against the step's " + format_double(step_loss, 9) +
-                       " (bound " + format_double(loss_bound, 3) + "): the step draws random numbers before its "
+                       fmt::sig(r.loss, 9) + " against the step's " + fmt::sig(step_loss, 9) +
+                       " (bound " + fmt::sig(loss_bound, 3) + "): the step draws random numbers before its "
                        "forward, so its dropout masks cannot be given to a recomputation";
   }
   copy_into(params, params_after);
@@ -190,7 +191,7 @@ StepRecord judged_step(Run& run, c10::DeviceType device, int64_t step, Recompute
     tally.broken_ratio = t.ratio;
     tally.broken = "step " + std::to_string(step) + ": the gradient backward produced differs from a fresh "
                    "forward and backward of the same batch from the same parameters by max |diff| " +
-                   format_double(t.max_abs_diff, 3) + ", " + format_double(t.ratio, 3) + "x the bound " +
+                   fmt::sig(t.max_abs_diff, 3) + ", " + fmt::sig(t.ratio, 3) + "x the bound " +
                    "2mnu(|g| + max|g|) (" + describe(t) + "): a tensor autograd saved was changed between the "
                    "forward and the backward without LibTorch's version counter seeing it";
   } else if (t.ratio >= tally.worst) {
@@ -215,10 +216,10 @@ void conclude(const RecomputeTally& tally, int64_t steps, Findings& f) {
     f.held(kRecompute,
            "steps 0 to " + std::to_string(std::min(kRecomputedSteps, steps) - 1) +
                ": each step's gradient equals a fresh forward and backward of its batch within the bound "
-               "2mnu(|g| + max|g|) (m = " + format_double(tally.bound.value("m", 0.0)) +
-               ", n = " + format_double(tally.bound.value("n", 0.0), 9) + ", u = " +
-               format_double(tally.bound.value("unit_roundoff", 0.0), 3) + "): largest deviation " +
-               format_double(tally.worst, 3) + " of the bound (" + tally.worst_where + ")",
+               "2mnu(|g| + max|g|) (m = " + fmt::sig(tally.bound.value("m", 0.0)) +
+               ", n = " + fmt::sig(tally.bound.value("n", 0.0), 9) + ", u = " +
+               fmt::sig(tally.bound.value("unit_roundoff", 0.0), 3) + "): largest deviation " +
+               fmt::sig(tally.worst, 3) + " of the bound (" + tally.worst_where + ")",
            tally.worst, 1.0);
   }
 }

@@ -15,11 +15,12 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/torch.h>
 
+#include "harness/contract/scratch.h"
 #include "harness/util/posix_fs.h"
+#include "harness/util/sha256.h"
+#include "reference/checkpoint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
-#include "reference/checkpoint.h"
-#include "harness/util/sha256.h"
 
 namespace tc {
 namespace {
@@ -266,7 +267,7 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
 
 // 3. Truncations and single-bit flips are rejected (or, for a flip in bytes nobody reads, load the
 //    very same state); never a different state, and a rejected load leaves the model as it was.
-void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const ScratchDir& scratch, Findings& out) {
+void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const Scratch& scratch, Findings& out) {
   nlohmann::json& m = out.metrics();
   const std::string good = read_bytes(s.path);
   std::mt19937_64 rng(static_cast<uint64_t>(ctx.seed) * 31 + 7);
@@ -311,7 +312,7 @@ void corrupt_files_rejected(const CheckContext& ctx, const Saved& s, const Scrat
 }
 
 // 4. A pickle naming a code-running global: rejected, no side effect.
-void malicious_pickle_rejected(const CheckContext& ctx, const Saved& s, const ScratchDir& scratch, Findings& out) {
+void malicious_pickle_rejected(const CheckContext& ctx, const Saved& s, const Scratch& scratch, Findings& out) {
   nlohmann::json& m = out.metrics();
   const std::string canary = scratch.file("canary");
   const std::string evil = scratch.file("evil.pt");
@@ -341,7 +342,7 @@ void malicious_pickle_rejected(const CheckContext& ctx, const Saved& s, const Sc
 }
 
 CheckResult check_checkpoint_safety(const CheckContext& ctx) {
-  ScratchDir scratch;
+  Scratch scratch;
   Saved s{fresh_run(ctx, run_options(ctx, ctx.seed)), scratch.file("ckpt.pt"), {}};
   for (int i = 0; i < 3; ++i) s.run->train_step();
   s.run->save_checkpoint(s.path);

@@ -30,6 +30,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/data_saturation/judge.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -72,7 +73,7 @@ nlohmann::json stats_json(const DataWaitStats& s) {
           {"wall_s", s.wall_s}, {"steps", s.steps}, {"warmup_wait_s", s.warmup_wait_s}};
 }
 
-std::string pct(double f) { return format_double(100.0 * f, 3) + "%"; }
+using fmt::pct;
 
 // Seconds this process's threads have spent runnable but waiting for a CPU (the second field of
 // Linux's /proc/self/task/<tid>/schedstat, summed over threads alive now); -1 where unavailable.
@@ -179,7 +180,7 @@ std::string augmentation_problem(const std::vector<at::Tensor>& a, const std::ve
   for (size_t i = 0; i < a.size(); ++i) {
     if (!torch::equal(a[i], b[i])) {
       return "batch " + std::to_string(i) + "'s augmentation differs between two runs with seed " +
-             "(max |diff| " + format_double(max_abs_diff(a[i], b[i]), 3) +
+             "(max |diff| " + fmt::sig(max_abs_diff(a[i], b[i]), 3) +
              "): the workers' augmentation is not seeded from the run's seed";
     }
   }
@@ -257,21 +258,21 @@ void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Fin
   m["wait_attempts"] = attempts;
   m["wait_fraction"] = best;
   m["samples_per_s"] = best_stats.samples_per_s();
-  const std::string batch_vs_step = format_double(s.batch_cost_s * 1e3, 3) + " ms";
+  const std::string batch_vs_step = fmt::sig(s.batch_cost_s * 1e3, 3) + " ms";
   if (best > kMaxWaitFraction) {
     out.broken("data_wait",
                "the step loop waited on data " + pct(best) + " of the time (best of " +
                    std::to_string(attempts.size()) + ", bar " + pct(kMaxWaitFraction) + ") with batches costing " +
-                   batch_vs_step + " against a " + format_double(s.step_s * 1e3, 3) +
+                   batch_vs_step + " against a " + fmt::sig(s.step_s * 1e3, 3) +
                    " ms step: the loader does not keep the device fed" +
                    (best_delay > 0.1 * best_stats.wall_s
-                        ? " (in that attempt its threads also waited " + format_double(best_delay * 1e3, 3) +
+                        ? " (in that attempt its threads also waited " + fmt::sig(best_delay * 1e3, 3) +
                               " ms for a CPU; load average " + load_average() + " on " +
                               std::to_string(std::thread::hardware_concurrency()) + " cores)"
                         : std::string()));
   } else {
     out.held("data_wait", "data wait " + pct(best) + " of step time (bar " + pct(kMaxWaitFraction) + ", batch " +
-                              batch_vs_step + " vs step " + format_double(s.step_s * 1e3, 3) + " ms)");
+                              batch_vs_step + " vs step " + fmt::sig(s.step_s * 1e3, 3) + " ms)");
   }
 }
 
@@ -311,8 +312,8 @@ void judge_async_copy(LoaderProbe& probe, Findings& out) {
   m["copy_total_s"] = t.total_s;
   m["copy_pinned"] = t.pinned;
   const std::string what = "the host-to-device copy of a 64 MiB " + std::string(t.pinned ? "pinned" : "pageable") +
-                           " batch held the host " + format_double(t.call_s * 1e3, 3) + " ms of " +
-                           format_double(t.total_s * 1e3, 3) + " ms";
+                           " batch held the host " + fmt::sig(t.call_s * 1e3, 3) + " ms of " +
+                           fmt::sig(t.total_s * 1e3, 3) + " ms";
   if (!(t.call_s < 0.5 * t.total_s)) {
     out.broken("async_copy", what + ": the copy is synchronous");
   } else {

@@ -4,6 +4,7 @@
 // other algorithms than the CPU kernels).
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/device_agnostic/judge.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -84,9 +85,9 @@ void judge_cpu_cuda_tolerance(const at::Tensor& a, const at::Tensor& b, Findings
   out.metrics()["cpu_cuda_max_abs_diff"] = diff;
   if (!torch::allclose(a, b, 1e-3, 1e-4)) {
     out.broken("cpu_cuda_tolerance", "CPU and CUDA outputs from the same initial weights differ beyond rtol 1e-3 / "
-                                     "atol 1e-4 (max |diff| " + format_double(diff, 3) + ")");
+                                     "atol 1e-4 (max |diff| " + fmt::sig(diff, 3) + ")");
   } else {
-    out.held("cpu_cuda_tolerance", "CPU vs CUDA outputs max |diff| " + format_double(diff, 3));
+    out.held("cpu_cuda_tolerance", "CPU vs CUDA outputs max |diff| " + fmt::sig(diff, 3));
   }
 }
 

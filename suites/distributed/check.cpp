@@ -29,6 +29,7 @@
 #include <torch/torch.h>
 
 #include "harness/util/posix_fs.h"
+#include "harness/util/text_format.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -306,14 +307,14 @@ void ddp_gradients(const Records& rec, Findings& out) {
     out.broken("ddp_gradients",
                "step-0 gradients differ from one process on the whole batch of " +
                    std::to_string(g["batch"].get<int64_t>()) + " (computed by the check): max |diff| " +
-                   format_double(diff, 3) + " of the largest |gradient| (" + g["where"].get<std::string>() +
-                   "), tolerance " + format_double(kGradRelTolerance, 1),
+                   fmt::sig(diff, 3) + " of the largest |gradient| (" + g["where"].get<std::string>() +
+                   "), tolerance " + fmt::sig(kGradRelTolerance, 1),
                diff, kGradRelTolerance);
   } else {
     out.held("ddp_gradients",
              "step-0 gradients equal one process on the whole batch (computed by the check; max |diff| " +
-                 format_double(diff, 2) + " of the largest |gradient|, tolerance " +
-                 format_double(kGradRelTolerance, 1) + ")",
+                 fmt::sig(diff, 2) + " of the largest |gradient|, tolerance " +
+                 fmt::sig(kGradRelTolerance, 1) + ")",
              diff, kGradRelTolerance);
   }
 }
@@ -439,7 +440,7 @@ void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
           ++early_returns;
           if (first_bad_load.empty()) {
             first_bad_load = "rank " + std::to_string(r) + "'s save " + std::to_string(w) + " returned " +
-                             format_double((rank0_save["ctime_ns"].get<int64_t>() - o["returned_ns"].get<int64_t>()) / 1e6, 3) +
+                             fmt::sig((rank0_save["ctime_ns"].get<int64_t>() - o["returned_ns"].get<int64_t>()) / 1e6, 3) +
                              " ms before the checkpoint was in place";
           }
         }
@@ -480,8 +481,8 @@ void resume_every_rank(const std::vector<json>& resumes, Findings& out) {
     for (size_t i = 0; i < b.size(); ++i) {
       const size_t s = static_cast<size_t>(k) + i;
       if (s < a.size() && a[s] != b[i]) {
-        problems.push_back(who + ": the loss of step " + std::to_string(s) + " is " + format_double(b[i], 9) +
-                           " after the resume, " + format_double(a[s], 9) + " straight");
+        problems.push_back(who + ": the loss of step " + std::to_string(s) + " is " + fmt::sig(b[i], 9) +
+                           " after the resume, " + fmt::sig(a[s], 9) + " straight");
         break;
       }
     }

@@ -1,4 +1,4 @@
-// Faults under torchrun, nothing hanging: every launch has a deadline (dist_launch kills the
+// Faults under torchrun, nothing hanging: every launch has a deadline (child::run kills the
 // whole process group at it). Times measured here are printed (and recorded as test properties).
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/child_process.h"
 #include "harness/util/posix_fs.h"
-#include "harness/launch.h"
 
 namespace tc {
 namespace {
@@ -31,7 +31,7 @@ std::optional<json> read_json(const std::string& path) {
 class DistributedFaults : public ::testing::Test {
  protected:
   void SetUp() override {
-    torchrun_ = dist_launch::find_torchrun();
+    torchrun_ = child::find_torchrun();
     ASSERT_FALSE(torchrun_.empty()) << "torchrun not found (TORCHCONFORM_TORCHRUN)";
     dir_ = posix_fs::make_temp_dir("tc-faults-");
   }
@@ -43,9 +43,9 @@ class DistributedFaults : public ::testing::Test {
   // torchrun --standalone 2 ranks on the trainer.
   // monitor_s: how often torchrun looks at its workers (its default 0.1 s); on the first failure it
   // tears the others down, with the store it hosts.
-  dist_launch::Spec trainer(const std::string& out, int max_restarts, std::vector<std::string> extra,
+  child::Spec trainer(const std::string& out, int max_restarts, std::vector<std::string> extra,
                             seconds deadline, int nproc = 2, double monitor_s = 0.1) {
-    dist_launch::Spec s;
+    child::Spec s;
     s.argv = {torchrun_, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
               "--max-restarts=" + std::to_string(max_restarts), "--monitor-interval=" + std::to_string(monitor_s),
               "--no-python", TC_TRAINER, "--out", out};
@@ -72,17 +72,17 @@ TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
   const int64_t timeout_ms = 10000;
   const double grace_s = 3.0;  // ProcessGroup::lost_ranks' check-in wait (reference/distributed.cpp)
   const std::string out = dir_ + "/killed";
-  const auto r = dist_launch::run(trainer(out, 0,
+  const auto r = child::run(trainer(out, 0,
                                           {"--steps", "8", "--timeout-ms", std::to_string(timeout_ms),
                                            "--kill-rank", "1", "--kill-at-step", "3"},
                                           seconds(timeout_ms / 1000 + 30 + 60), 3, /*monitor_s=*/10.0));
-  ASSERT_FALSE(r.timed_out) << dist_launch::tail_of(out + ".log");
+  ASSERT_FALSE(r.timed_out) << child::tail_of(out + ".log");
   EXPECT_NE(r.exit_code, 0);
   const auto killed = read_json(out + "/killed.json");
-  ASSERT_TRUE(killed) << dist_launch::tail_of(out + ".log");
+  ASSERT_TRUE(killed) << child::tail_of(out + ".log");
   for (int rank : {0, 2}) {
     const auto survivor = read_json(out + "/exit-rank" + std::to_string(rank) + ".json");
-    ASSERT_TRUE(survivor) << "rank " << rank << " left no exit note:\n" << dist_launch::tail_of(out + ".log");
+    ASSERT_TRUE(survivor) << "rank " << rank << " left no exit note:\n" << child::tail_of(out + ".log");
     EXPECT_EQ((*survivor)["exit_code"], 1);
     const std::string message = (*survivor)["message"];
     EXPECT_NE(message.find("lost rank 1 "), std::string::npos) << message;
@@ -102,7 +102,7 @@ TEST_F(DistributedFaults, KilledRankIsNamedByEverySurvivorWithinTimeout) {
 TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
   const int64_t timeout_ms = 5000;
   const std::string out = dir_ + "/hung";
-  dist_launch::Process p(trainer(out, 0,
+  child::Process p(trainer(out, 0,
                                  {"--steps", "12", "--timeout-ms", std::to_string(timeout_ms), "--kill-rank",
                                   "1", "--kill-at-step", "6", "--kill-signal", "STOP"},
                                  seconds(timeout_ms / 1000 + 30 + 60)));
@@ -112,7 +112,7 @@ TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
   while (!(survivor = read_json(out + "/exit-rank0.json")) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(milliseconds(100));
   }
-  ASSERT_TRUE(survivor) << "rank 0 did not exit within timeout + 30 s:\n" << dist_launch::tail_of(out + ".log");
+  ASSERT_TRUE(survivor) << "rank 0 did not exit within timeout + 30 s:\n" << child::tail_of(out + ".log");
   const auto stopped = read_json(out + "/killed.json");
   ASSERT_TRUE(stopped);
   EXPECT_EQ((*survivor)["exit_code"], 1);
@@ -134,15 +134,15 @@ TEST_F(DistributedFaults, HungRankIsNamedAfterTheTimeout) {
 
 TEST_F(DistributedFaults, RestartResumesFromLastCheckpointAndEndsAsAnUninterruptedRun) {
   const std::string straight = dir_ + "/straight", restarted = dir_ + "/restarted";
-  const auto a = dist_launch::run(trainer(straight, 0, {"--steps", "12"}, seconds(180)));
+  const auto a = child::run(trainer(straight, 0, {"--steps", "12"}, seconds(180)));
   ASSERT_FALSE(a.timed_out);
-  ASSERT_EQ(a.exit_code, 0) << dist_launch::tail_of(straight + ".log");
-  const auto b = dist_launch::run(trainer(restarted, 1,
+  ASSERT_EQ(a.exit_code, 0) << child::tail_of(straight + ".log");
+  const auto b = child::run(trainer(restarted, 1,
                                           {"--steps", "12", "--timeout-ms", "10000", "--kill-rank", "1",
                                            "--kill-at-step", "6"},
                                           seconds(240)));
   ASSERT_FALSE(b.timed_out);
-  ASSERT_EQ(b.exit_code, 0) << dist_launch::tail_of(restarted + ".log");
+  ASSERT_EQ(b.exit_code, 0) << child::tail_of(restarted + ".log");
   const auto fa = read_json(straight + "/final.json"), fb = read_json(restarted + "/final.json");
   ASSERT_TRUE(fa && fb);
   ASSERT_TRUE(read_json(restarted + "/killed.json")) << "rank 1 was never killed";
@@ -158,11 +158,11 @@ TEST_F(DistributedFaults, RestartResumesFromLastCheckpointAndEndsAsAnUninterrupt
 // Two torchrun agents ("nodes") on loopback meet through the c10d rendezvous and run the
 // distributed check as a user's own multi-node launch would; rank 0 writes the report.
 TEST_F(DistributedFaults, TwoNodesOnLoopbackRunTheDistributedCheck) {
-  const int port = dist_launch::free_port();
+  const int port = child::free_port();
   const std::string report = dir_ + "/two-nodes.json";
-  std::vector<std::unique_ptr<dist_launch::Process>> nodes;
+  std::vector<std::unique_ptr<child::Process>> nodes;
   for (int n = 0; n < 2; ++n) {
-    dist_launch::Spec s;
+    child::Spec s;
     s.argv = {torchrun_, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
               "--rdzv-endpoint=127.0.0.1:" + std::to_string(port), "--rdzv-id=tc-two-nodes-" + std::to_string(port),
               "--max-restarts=0", "--no-python", TC_BINARY, "run", "--device", "cpu", "--check", "distributed",
@@ -170,12 +170,12 @@ TEST_F(DistributedFaults, TwoNodesOnLoopbackRunTheDistributedCheck) {
     s.env = {{"TORCHCONFORM_DIST_DIR", dir_ + "/two-nodes-out"}, {"TORCHCONFORM_DIST_TIMEOUT_MS", "30000"}};
     s.log_path = dir_ + "/node" + std::to_string(n) + ".log";
     s.timeout = seconds(240);
-    nodes.push_back(std::make_unique<dist_launch::Process>(s));
+    nodes.push_back(std::make_unique<child::Process>(s));
   }
   for (int n = 0; n < 2; ++n) {
     const auto r = nodes[n]->wait();
     EXPECT_FALSE(r.timed_out) << "node " << n;
-    EXPECT_EQ(r.exit_code, 0) << "node " << n << ":\n" << dist_launch::tail_of(dir_ + "/node" + std::to_string(n) + ".log");
+    EXPECT_EQ(r.exit_code, 0) << "node " << n << ":\n" << child::tail_of(dir_ + "/node" + std::to_string(n) + ".log");
   }
   const auto j = read_json(report);
   ASSERT_TRUE(j) << "rank 0 wrote no report";

@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -84,10 +85,10 @@ void eval_bitwise(const Evaluated& v, Findings& out) {
   out.metrics()["evaluations_equal"] = same_outputs;
   if (!same_outputs) {
     out.broken("eval_bitwise", "two evaluations differ: logits max |diff| " +
-                                   format_double(max_abs_diff(e1.logits.detach(), e2.logits.detach()), 3) +
-                                   ", accuracy " + format_double(e1.accuracy) + " vs " + format_double(e2.accuracy));
+                                   fmt::sig(max_abs_diff(e1.logits.detach(), e2.logits.detach()), 3) +
+                                   ", accuracy " + fmt::sig(e1.accuracy) + " vs " + fmt::sig(e2.accuracy));
   } else {
-    out.held("eval_bitwise", "two evaluations bitwise equal (accuracy " + format_double(e1.accuracy) + ")");
+    out.held("eval_bitwise", "two evaluations bitwise equal (accuracy " + fmt::sig(e1.accuracy) + ")");
   }
 }
 
@@ -98,7 +99,7 @@ void state_untouched(const Evaluated& v, Findings& out) {
   out.metrics()["buffers_untouched"] = !buf.has_value();
   if (buf) {
     problems.push_back("evaluation changed buffer '" + buf->name + "' (max |diff| " +
-                       format_double(buf->max_abs_diff, 3) + "): BatchNorm ran in training mode");
+                       fmt::sig(buf->max_abs_diff, 3) + "): BatchNorm ran in training mode");
   }
   if (auto p = first_tensor_difference(v.params0, v.params1)) {
     problems.push_back("evaluation changed parameter '" + p->name + "'");

@@ -7,6 +7,7 @@
 // several segments lower that peak.
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/peak_memory.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -56,7 +57,7 @@ void gradients_equal(const Pass& plain, const Pass& recomputed, Findings& out) {
                                   "require one): " + missing);
   } else if (auto d = first_tensor_difference(plain.grads, recomputed.grads)) {
     out.broken("gradients_equal", "gradient of '" + d->name + "' differs from plain backprop (max |diff| " +
-                                      format_double(d->max_abs_diff, 3) + ")" + d->detail);
+                                      fmt::sig(d->max_abs_diff, 3) + ")" + d->detail);
   } else {
     out.held("gradients_equal", "gradients of " + std::to_string(plain.grads.size()) +
                                     " parameters bitwise equal to plain backprop");
@@ -93,10 +94,10 @@ void peak_memory_lower(const Pass& plain, const Pass& recomputed, Findings& out)
   m["memory_method"] = plain.method;
   const std::string what =
       "activation memory kept for backward " + std::to_string(recomputed.retained) + " vs " +
-      std::to_string(plain.retained) + " bytes (" + format_double(ratio * 100, 3) + "%: " + std::to_string(saved) +
+      std::to_string(plain.retained) + " bytes (" + fmt::sig(ratio * 100, 3) + "%: " + std::to_string(saved) +
       " saved); the backward brought back about " + std::to_string(brought_back) +
       " bytes (its rise beyond plain backprop's), so the saving must be at least " +
-      format_double(required, 6) + " bytes (half of that, and 10% of plain's)";
+      fmt::sig(required, 6) + " bytes (half of that, and 10% of plain's)";
   if (deviation > 1.0 && recomputed.frozen > 0) {
     // Frozen parameters (fine-tuning): a checkpointed segment whose parameters and input need no
     // gradient keeps nothing for backward even without checkpointing, so there is nothing to save,

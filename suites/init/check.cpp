@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
@@ -70,8 +71,8 @@ TruncatedMoments truncated_normal_moments(double mu, double sigma, double low, d
 // standard errors. The problem ("" when none), after `decl`.
 std::string bounded_problem(const std::string& decl, double lo, double hi, const Moments& mo, double z_mean,
                             double z_std) {
-  auto f = [](double v) { return format_double(v, 4); };
-  auto zs = [&](double z) { return " (z = " + format_double(z, 3) + ", bound " + format_double(kSigmas, 1) + ")"; };
+  auto f = [](double v) { return fmt::sig(v, 4); };
+  auto zs = [&](double z) { return " (z = " + fmt::sig(z, 3) + ", bound " + fmt::sig(kSigmas, 1) + ")"; };
   if (mo.min < lo || mo.max > hi) return decl + "values in [" + f(mo.min) + ", " + f(mo.max) + "]";
   if (std::abs(z_mean) > kSigmas) return decl + "sample mean " + f(mo.mean) + zs(z_mean);
   if (std::abs(z_std) > kSigmas) return decl + "sample std " + f(mo.std) + zs(z_std);
@@ -88,8 +89,8 @@ struct Judged {
 Judged compare_to_spec(const InitSpec& spec, const at::Tensor& t) {
   const double n = static_cast<double>(t.numel());
   const Moments mo = moments(t);
-  auto f = [](double v) { return format_double(v, 4); };
-  auto zs = [&](double z) { return " (z = " + format_double(z, 3) + ", bound " + format_double(kSigmas, 1) + ")"; };
+  auto f = [](double v) { return fmt::sig(v, 4); };
+  auto zs = [&](double z) { return " (z = " + fmt::sig(z, 3) + ", bound " + fmt::sig(kSigmas, 1) + ")"; };
   Judged j;
   switch (spec.kind) {
     case InitSpec::Kind::kConstant:
@@ -173,7 +174,7 @@ void declared_init(const std::vector<InitSpec>& specs, const NamedTensors& param
   } else {
     out.held("declared_init", std::to_string(params.size()) +
                                   " parameters follow their declared initialisation (mean, std, kurtosis "
-                                  "within 5 standard errors, the largest |z| " + format_double(max_abs_z, 3) +
+                                  "within 5 standard errors, the largest |z| " + fmt::sig(max_abs_z, 3) +
                                   " at " + max_at + "; constants exact)");
   }
 }

@@ -8,6 +8,8 @@
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/torch.h>
 
+#include "harness/contract/scratch.h"
+#include "harness/util/text_format.h"
 #include "suites/support/hooks.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -129,7 +131,7 @@ void eval_forwards_agree(const at::Tensor& y1, const at::Tensor& y2, Findings& o
   out.metrics()["eval_forwards_equal"] = torch::equal(y1, y2);
   if (!torch::equal(y1, y2)) {
     out.broken("eval_forwards_agree", "two eval forwards on one input differ (max |diff| " +
-                                          format_double(max_abs_diff(y1, y2), 3) +
+                                          fmt::sig(max_abs_diff(y1, y2), 3) +
                                           "): the output depends on weights made during forward");
   } else {
     out.held("eval_forwards_agree", "two eval forwards reproduce the outputs bitwise");
@@ -139,7 +141,7 @@ void eval_forwards_agree(const at::Tensor& y1, const at::Tensor& y2, Findings& o
 // A state-dict round trip into a fresh model (other seed, so other initial weights) reproduces it.
 void state_dict_round_trip(const CheckContext& ctx, Run& run, const at::Tensor& x, const at::Tensor& y1,
                            Findings& out) {
-  ScratchDir scratch;
+  Scratch scratch;
   run.save_checkpoint(scratch.file("state.pt"));
   std::unique_ptr<Run> fresh = fresh_run(ctx, run_options(ctx, ctx.seed + 1000));
   fresh->load_checkpoint(scratch.file("state.pt"));
@@ -147,7 +149,7 @@ void state_dict_round_trip(const CheckContext& ctx, Run& run, const at::Tensor& 
   out.metrics()["round_trip_equal"] = torch::equal(y1, y3);
   if (!torch::equal(y1, y3)) {
     out.broken("state_dict_round_trip", "outputs after a state-dict round trip differ (max |diff| " +
-                                            format_double(max_abs_diff(y1, y3), 3) +
+                                            fmt::sig(max_abs_diff(y1, y3), 3) +
                                             "): the state dict misses what shapes the output");
   } else {
     out.held("state_dict_round_trip", "a state-dict round trip into a differently seeded model reproduces "

@@ -8,6 +8,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -90,8 +91,8 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
   if (step) {
     std::string d = "loss curves diverge at step " + std::to_string(*step);
     if (*step < la.size() && *step < lb.size()) {
-      d += ": loss " + format_double(from_bits(la[*step].get<uint64_t>()), 9) + " here vs " +
-           format_double(from_bits(lb[*step].get<uint64_t>()), 9) + " there";
+      d += ": loss " + fmt::sig(from_bits(la[*step].get<uint64_t>()), 9) + " here vs " +
+           fmt::sig(from_bits(lb[*step].get<uint64_t>()), 9) + " there";
     } else {
       d += ": " + std::to_string(la.size()) + " steps here, " + std::to_string(lb.size()) + " there";
     }
@@ -106,16 +107,16 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
     }
     if (pa[i]["name"] != pb[i].at("name") || pa[i]["hash"] != pb[i].at("hash")) {
       problems.push_back("parameter '" + pa[i]["name"].get<std::string>() + "' differs after training (sum " +
-                         format_double(pa[i]["sum"].get<double>(), 9) + " here vs " +
-                         format_double(pb[i].at("sum").get<double>(), 9) + " there)");
+                         fmt::sig(pa[i]["sum"].get<double>(), 9) + " here vs " +
+                         fmt::sig(pb[i].at("sum").get<double>(), 9) + " there)");
       break;
     }
   }
   if (here["eval_loss_bits"].get<uint64_t>() != there.at("eval_loss_bits").get<uint64_t>() || here["eval_accuracy"] != there.at("eval_accuracy") ||
       here["eval_logits"] != there.at("eval_logits")) {
-    problems.push_back("eval metrics differ: loss " + format_double(a.eval.loss, 9) + " here vs " +
-                       format_double(from_bits(there.at("eval_loss_bits").get<uint64_t>()), 9) + " there, accuracy " +
-                       format_double(a.eval.accuracy) + " vs " + format_double(there.at("eval_accuracy").get<double>()));
+    problems.push_back("eval metrics differ: loss " + fmt::sig(a.eval.loss, 9) + " here vs " +
+                       fmt::sig(from_bits(there.at("eval_loss_bits").get<uint64_t>()), 9) + " there, accuracy " +
+                       fmt::sig(a.eval.accuracy) + " vs " + fmt::sig(there.at("eval_accuracy").get<double>()));
   }
   const std::string what = "a run with seed " + std::to_string(ctx.seed) + " in a fresh process";
   if (!problems.empty()) {
@@ -145,15 +146,15 @@ void same_seed_bitwise(const CheckContext& ctx, const Trace& a, const Trace& b, 
   m["max_abs_diff"] = param ? param->max_abs_diff : 0.0;
   if (param) {
     problems.push_back("parameter '" + param->name + "' differs after training (max |diff| " +
-                       format_double(param->max_abs_diff, 3) + ")" + param->detail);
+                       fmt::sig(param->max_abs_diff, 3) + ")" + param->detail);
   }
   const bool eval_equal = std::memcmp(&a.eval.loss, &b.eval.loss, sizeof(double)) == 0 &&
                           a.eval.accuracy == b.eval.accuracy && torch::equal(a.eval.logits, b.eval.logits);
   if (!eval_equal) {
-    problems.push_back("eval metrics differ: loss " + format_double(a.eval.loss, 9) + " vs " +
-                       format_double(b.eval.loss, 9) + ", accuracy " + format_double(a.eval.accuracy) +
-                       " vs " + format_double(b.eval.accuracy) + ", logits max |diff| " +
-                       format_double(max_abs_diff(a.eval.logits, b.eval.logits), 3));
+    problems.push_back("eval metrics differ: loss " + fmt::sig(a.eval.loss, 9) + " vs " +
+                       fmt::sig(b.eval.loss, 9) + ", accuracy " + fmt::sig(a.eval.accuracy) +
+                       " vs " + fmt::sig(b.eval.accuracy) + ", logits max |diff| " +
+                       fmt::sig(max_abs_diff(a.eval.logits, b.eval.logits), 3));
   }
   const std::string what = "two runs with seed " + std::to_string(ctx.seed);
   if (!problems.empty()) {

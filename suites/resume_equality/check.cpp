@@ -8,10 +8,12 @@
 
 #include <torch/torch.h>
 
+#include "harness/contract/amp_probe.h"
+#include "harness/contract/scratch.h"
+#include "harness/util/text_format.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
-#include "harness/contract/amp_probe.h"
 
 namespace tc {
 namespace {
@@ -55,7 +57,7 @@ void compare_state(const Path& want, const Path& got, int64_t k, Scenario& o) {
   std::vector<std::string>& problems = o.problems;
   if (auto lr = first_difference(want.lrs, got.lrs)) {
     problems.push_back("the learning rate differs first, at step " + std::to_string(*lr) + ": " +
-                       format_double(want.lrs[*lr], 9) + " straight, " + format_double(got.lrs[*lr], 9) +
+                       fmt::sig(want.lrs[*lr], 9) + " straight, " + fmt::sig(got.lrs[*lr], 9) +
                        " resumed" + (static_cast<int64_t>(*lr) >= k ? " (the scheduler's position did not resume)" : ""));
   }
   auto curve = first_difference(want.losses, got.losses);
@@ -66,12 +68,12 @@ void compare_state(const Path& want, const Path& got, int64_t k, Scenario& o) {
   m["max_abs_diff"] = param ? param->max_abs_diff : 0.0;
   if (param) {
     problems.push_back("parameter '" + param->name + "' differs (max |diff| " +
-                       format_double(param->max_abs_diff, 3) + ")" + param->detail);
+                       fmt::sig(param->max_abs_diff, 3) + ")" + param->detail);
   }
   if (want.opt.empty()) problems.push_back("the straight run has no optimizer state to compare");
   if (auto opt = first_tensor_difference(want.opt, got.opt)) {
     problems.push_back("optimizer state '" + opt->name + "' differs (max |diff| " +
-                       format_double(opt->max_abs_diff, 3) + ")" + opt->detail);
+                       fmt::sig(opt->max_abs_diff, 3) + ")" + opt->detail);
   }
 }
 
@@ -83,23 +85,23 @@ void compare_evaluation(const Path& want, const Path& got, int64_t n, Scenario& 
   const bool logits_equal = a.defined() == b.defined() && (!a.defined() || (same_shape && torch::equal(a, b)));
   o.metrics["evaluation_equal"] = logits_equal && want.eval.loss == got.eval.loss;
   if (!o.metrics["evaluation_equal"].get<bool>()) {
-    o.evaluation_problem = "evaluate() after the last step: loss " + format_double(want.eval.loss, 9) +
-                           " straight, " + format_double(got.eval.loss, 9) + " resumed" +
-                           (same_shape ? ", logits max |diff| " + format_double(max_abs_diff(a, b), 3)
+    o.evaluation_problem = "evaluate() after the last step: loss " + fmt::sig(want.eval.loss, 9) +
+                           " straight, " + fmt::sig(got.eval.loss, 9) + " resumed" +
+                           (same_shape ? ", logits max |diff| " + fmt::sig(max_abs_diff(a, b), 3)
                                        : std::string(", logits of other shapes")) +
                            (o.problems.empty() ? " while losses, parameters and optimizer state were bitwise equal: "
                                                  "state only evaluation uses did not resume"
                                                : "");
   }
   o.evaluation_summary = "evaluate() after " + std::to_string(n) + " steps straight and after the resume: loss " +
-                         format_double(want.eval.loss, 9) + " and " +
+                         fmt::sig(want.eval.loss, 9) + " and " +
                          (a.defined() ? std::to_string(a.size(0)) + " logit rows" : std::string("no logits")) +
                          " bitwise equal";
 }
 
 // The scenario once; `amp`: with mixed precision (set through AmpProbe before every setup).
 Scenario resume_scenario(const CheckContext& ctx, tc::AmpOptions* amp) {
-  ScratchDir scratch;
+  Scratch scratch;
   const std::string path = scratch.file("resume.pt");
   auto make = [&] {
     std::unique_ptr<Run> r = ctx.make_run();

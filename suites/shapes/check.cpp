@@ -3,6 +3,7 @@
 // differently: rtol 1e-5, atol 1e-6).
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
 
@@ -27,11 +28,11 @@ CheckResult check_shapes(const CheckContext& ctx) {
   f.metrics()["max_abs_diff"] = diff;
   if (!torch::allclose(y, yc, 1e-5, 1e-6)) {
     f.broken("non_contiguous_input", "channels_last and contiguous inputs give different outputs (max |diff| " +
-                                         format_double(diff, 3) + ", beyond rtol 1e-5 / atol 1e-6)");
+                                         fmt::sig(diff, 3) + ", beyond rtol 1e-5 / atol 1e-6)");
   } else {
     f.held("non_contiguous_input", "forward on channels_last input (strides " +
                                        nlohmann::json(xc.strides().vec()).dump() +
-                                       ") matches the contiguous one (max |diff| " + format_double(diff, 3) + ")");
+                                       ") matches the contiguous one (max |diff| " + fmt::sig(diff, 3) + ")");
   }
   return f.result();
 }

@@ -55,6 +55,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include "harness/contract/scratch.h"
+#include "harness/util/text_format.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/generators.h"
 #include "suites/support/hooks.h"
@@ -197,7 +199,7 @@ double l2(const std::vector<at::Tensor>& gs) {
   return std::sqrt(s);
 }
 
-std::string times(double ratio) { return format_double(ratio, 3) + "x the bound"; }
+std::string times(double ratio) { return fmt::sig(ratio, 3) + "x the bound"; }
 
 // What explains a differing update, tried in turn; each replay compared within the same bound.
 struct Cause {
@@ -214,7 +216,7 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
   const std::vector<at::Tensor> none(fresh.size());
   const Tolerance t_none = against(recipe_after, start, replay(ctx, opts, before, none, max_norm), kappa);
   if (t_none.within()) {
-    return {kFresh, "it equals a step with no gradient at all (within " + format_double(t_none.ratio, 3) +
+    return {kFresh, "it equals a step with no gradient at all (within " + fmt::sig(t_none.ratio, 3) +
                         " of the bound): the gradient was cleared, or never reached the optimizer, between "
                         "backward and step"};
   }
@@ -235,9 +237,9 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
       }
       const bool clipped_after = compare_within(left, clipped, bound).within();
       return {kClip,
-              "it equals the update from this step's gradient unclipped (within " + format_double(t_raw.ratio, 3) +
-                  " of the bound; gradient norm " + format_double(norm, 4) + " > max_norm " +
-                  format_double(max_norm, 4) + "): clipping did not happen between backward and step" +
+              "it equals the update from this step's gradient unclipped (within " + fmt::sig(t_raw.ratio, 3) +
+                  " of the bound; gradient norm " + fmt::sig(norm, 4) + " > max_norm " +
+                  fmt::sig(max_norm, 4) + "): clipping did not happen between backward and step" +
                   (clipped_after ? "; the gradient left on the parameters is the clipped one, so clipping came "
                                    "after the step"
                                  : ""),
@@ -255,7 +257,7 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
     const Tolerance t_sum = against(recipe_after, start, replay(ctx, opts, before, summed, max_norm), kappa);
     if (t_sum.within()) {
       return {kFresh, "it equals the update from the sum of this step's gradient and the gradient the previous "
-                      "step left on the parameters (within " + format_double(t_sum.ratio, 3) +
+                      "step left on the parameters (within " + fmt::sig(t_sum.ratio, 3) +
                           " of the bound): gradients accumulate across steps (not cleared before backward)"};
     }
   }
@@ -327,12 +329,12 @@ Experiments run_experiments(const CheckContext& ctx, const RunOptions& opts, con
     const NamedTensors again = step_from(ctx, opts, before, gen, nullptr);
     if (auto d2 = first_tensor_difference(as_is, again)) {
       throw SkipCell("precondition not met: the step run twice from the same checkpoint and generator states "
-                     "gives two updates ('" + d2->name + "' max |diff| " + format_double(d2->max_abs_diff, 3) +
+                     "gives two updates ('" + d2->name + "' max |diff| " + fmt::sig(d2->max_abs_diff, 3) +
                      "), so an experiment on it proves nothing; step_hygiene not judged");
     }
     e.stale_used = "the step run again from the same snapshot with a gradient left on the parameters beforehand "
                    "(gaussian, the size of this step's) makes another update ('" + d->name + "' max |diff| " +
-                   format_double(d->max_abs_diff, 3) + "; the same step without it is bitwise reproducible): "
+                   fmt::sig(d->max_abs_diff, 3) + "; the same step without it is bitwise reproducible): "
                    "gradients are not cleared before backward, so they accumulate across steps";
     return e;
   }
@@ -401,14 +403,14 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
 void require_round_trip(const Observed& o, const Replayed& r, int64_t t) {
   std::string lost;
   if (auto d = first_tensor_difference(o.start, r.loaded_params)) {
-    lost = "the parameters ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
+    lost = "the parameters ('" + d->name + "' max |diff| " + fmt::sig(d->max_abs_diff, 3) +
            (d->detail.empty() ? "" : ", " + d->detail) + ")";
   } else if (auto d = first_tensor_difference(o.state, r.loaded_state)) {
-    lost = "the optimizer state ('" + d->name + "' max |diff| " + format_double(d->max_abs_diff, 3) +
+    lost = "the optimizer state ('" + d->name + "' max |diff| " + fmt::sig(d->max_abs_diff, 3) +
            (d->detail.empty() ? "" : ", " + d->detail) + ")";
   } else if (o.lrs != r.loaded_lrs) {
-    lost = "the learning rate (" + format_double(o.lrs.empty() ? 0.0 : o.lrs[0], 9) + " saved, " +
-           format_double(r.loaded_lrs.empty() ? 0.0 : r.loaded_lrs[0], 9) + " after loading)";
+    lost = "the learning rate (" + fmt::sig(o.lrs.empty() ? 0.0 : o.lrs[0], 9) + " saved, " +
+           fmt::sig(r.loaded_lrs.empty() ? 0.0 : r.loaded_lrs[0], 9) + " after loading)";
   }
   if (lost.empty()) return;
   throw SkipCell("precondition not met at step " + std::to_string(t) +
@@ -459,8 +461,8 @@ void judge_mismatch(const CheckContext& ctx, const RunOptions& opts, const std::
                              {"max_abs_diff", tol.max_abs_diff}};
     f.broken(c.promise,
              step + "the update differs from the independent computation (fresh gradient -> clip to " +
-                 format_double(max_norm) + " -> the recipe's optimizer step) by max |diff| " +
-                 format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) + "); " + c.text +
+                 fmt::sig(max_norm) + " -> the recipe's optimizer step) by max |diff| " +
+                 fmt::sig(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) + "); " + c.text +
                  " (later steps not judged: they start from a different place)",
              tol.ratio, 1.0);
     if (c.promise == kClip && c.gradient_was_fresh) {
@@ -472,8 +474,8 @@ void judge_mismatch(const CheckContext& ctx, const RunOptions& opts, const std::
   }
   const Experiments e = run_experiments(ctx, opts, before, o.gen, o.start, o.fresh);
   const std::string mismatch = step + "the update is not the replay model's (fresh gradient -> clip to " +
-                               format_double(max_norm) + " -> the recipe's optimizer step): max |diff| " +
-                               format_double(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) +
+                               fmt::sig(max_norm) + " -> the recipe's optimizer step): max |diff| " +
+                               fmt::sig(tol.max_abs_diff, 3) + ", " + times(tol.ratio) + " (" + describe(tol) +
                                "); " + c.text;
   f.metrics()["replay_model"] = {{"step", t}, {"reproduced", false}, {"ratio_to_bound", tol.ratio}};
   if (e.stale_used || e.grad_ignored) {
@@ -491,36 +493,36 @@ void conclude(const Tally& tally, int64_t steps, double max_norm, Findings& f) {
   if (!tally.unexplained.empty()) {
     f.held(kFresh, tally.unexplained);
     f.recorded(kClip, "not judged: clipping is judged through the replay model, which does not reproduce this "
-                      "recipe's update (" + format_double(max_norm) + " is its bound)");
+                      "recipe's update (" + fmt::sig(max_norm) + " is its bound)");
     return;
   }
   f.held(kFresh,
-         std::to_string(steps) + " updates equal fresh gradient -> clip to " + format_double(max_norm) +
+         std::to_string(steps) + " updates equal fresh gradient -> clip to " + fmt::sig(max_norm) +
              " -> " + tally.bound.value("optimizer", std::string("optimizer")) + " step within the floating-point bound " +
              (tally.bound.contains("c_opt")
-                  ? "u(4|p'| + " + format_double(tally.bound.value("c_opt", 0.0)) +
+                  ? "u(4|p'| + " + fmt::sig(tally.bound.value("c_opt", 0.0)) +
                         "|p' - p|) + S (S the update's measured response to a (kappa + 2)u change of the clipped gradient)"
                   : std::string("u(2|p'| + 2|p' - p| + lr(kappa + 2)|g_c|)")) +
              ", u = " +
-             format_double(tally.bound.value("unit_roundoff", 0.0), 3) + ", kappa = " +
-             format_double(tally.bound.value("kappa", 0.0), 9) + ": largest deviation " +
-             format_double(tally.worst_ratio, 3) + " of the bound (max |diff| " + format_double(tally.worst_diff, 3) +
+             fmt::sig(tally.bound.value("unit_roundoff", 0.0), 3) + ", kappa = " +
+             fmt::sig(tally.bound.value("kappa", 0.0), 9) + ": largest deviation " +
+             fmt::sig(tally.worst_ratio, 3) + " of the bound (max |diff| " + fmt::sig(tally.worst_diff, 3) +
              ", " + tally.worst_where + "; gradient norms " + tally.norms.dump() + ")",
          tally.worst_ratio, 1.0);
   if (max_norm <= 0) {
-    f.recorded(kClip, "not judged: the recipe does not clip (clip_norm " + format_double(max_norm) + ")");
+    f.recorded(kClip, "not judged: the recipe does not clip (clip_norm " + fmt::sig(max_norm) + ")");
   } else if (tally.over_bound == 0) {
-    f.recorded(kClip, "not judged: no step's fresh gradient norm exceeded " + format_double(max_norm) +
+    f.recorded(kClip, "not judged: no step's fresh gradient norm exceeded " + fmt::sig(max_norm) +
                           ", so clipping had nothing to do");
   } else {
     f.held(kClip, "in " + std::to_string(tally.over_bound) + " of " + std::to_string(steps) +
-                      " steps the fresh gradient norm exceeded " + format_double(max_norm) +
+                      " steps the fresh gradient norm exceeded " + fmt::sig(max_norm) +
                       " and the update was made from the clipped gradient");
   }
 }
 
 CheckResult check_step_hygiene(const CheckContext& ctx) {
-  ScratchDir scratch;
+  Scratch scratch;
   const std::string before = scratch.file("before-step.pt");
   const RunOptions opts = run_options(ctx, ctx.seed);
   std::unique_ptr<Run> run = fresh_run(ctx, opts);

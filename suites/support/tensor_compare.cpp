@@ -1,6 +1,6 @@
 #include "suites/support/tensor_compare.h"
 
-#include "harness/util/posix_fs.h"
+#include "harness/util/text_format.h"
 
 #include <cmath>
 #include <cstdio>
@@ -75,32 +75,14 @@ std::optional<TensorDifference> first_tensor_difference(const NamedTensors& a, c
   return std::nullopt;
 }
 
-std::string format_double(double v, int precision) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
-  return buf;
-}
-
 std::string describe_curve_difference(const std::vector<double>& a, const std::vector<double>& b,
                                       size_t i) {
   if (i >= a.size() || i >= b.size()) {
     return "curves have different lengths (" + std::to_string(a.size()) + " vs " +
            std::to_string(b.size()) + ")";
   }
-  return "step " + std::to_string(i) + ": loss " + format_double(a[i], 9) + " vs " +
-         format_double(b[i], 9) + " (|diff| " + format_double(std::abs(a[i] - b[i]), 3) + ")";
-}
-
-ScratchDir::ScratchDir() {
-  try {
-    path_ = posix_fs::make_temp_dir("torchconform-");
-  } catch (const std::exception& e) {
-    throw HarnessError(e.what());
-  }
-}
-
-ScratchDir::~ScratchDir() {
-  posix_fs::remove_tree(path_);
+  return "step " + std::to_string(i) + ": loss " + fmt::sig(a[i], 9) + " vs " +
+         fmt::sig(b[i], 9) + " (|diff| " + fmt::sig(std::abs(a[i] - b[i]), 3) + ")";
 }
 
 }  // namespace tc

@@ -36,19 +36,4 @@ double max_abs_diff(const at::Tensor& a, const at::Tensor& b);
 std::string describe_curve_difference(const std::vector<double>& a, const std::vector<double>& b,
                                       size_t index);
 
-std::string format_double(double v, int precision = 6);
-
-// A scratch directory removed when it goes out of scope.
-class ScratchDir {
- public:
-  ScratchDir();  // throws HarnessError if none can be made
-  ~ScratchDir();
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 }  // namespace tc

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/util/text_format.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -71,8 +72,8 @@ Tolerance compare_within(const NamedTensors& actual, const NamedTensors& expecte
 
 std::string describe(const Tolerance& t) {
   if (!t.detail.empty()) return "'" + t.name + "': " + t.detail;
-  return "'" + t.name + "'[" + std::to_string(t.index) + "]: |diff| " + format_double(t.diff, 3) + ", bound " +
-         format_double(t.bound, 3) + " (" + format_double(t.ratio, 3) + " of the bound)";
+  return "'" + t.name + "'[" + std::to_string(t.index) + "]: |diff| " + fmt::sig(t.diff, 3) + ", bound " +
+         fmt::sig(t.bound, 3) + " (" + fmt::sig(t.ratio, 3) + " of the bound)";
 }
 
 }  // namespace tc

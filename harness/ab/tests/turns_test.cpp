@@ -18,8 +18,8 @@
 #include "harness/ab/turns.h"
 #include "harness/cli.h"
 #include "harness/contract/bench_registry.h"
+#include "harness/contract/scratch.h"
 #include "harness/report_json.h"
-#include "harness/scratch.h"
 
 namespace tc {
 namespace {

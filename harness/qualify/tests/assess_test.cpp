@@ -16,8 +16,8 @@ RankResult rank(int i, double matmul, const std::string& params = "aa", double c
   r.device_id = "cores 0-1 of 2";
   r.figures.push_back({"matmul", "TFLOP/s", {matmul}, matmul, "fp32"});
   r.figures.push_back({"copy", "GB/s", {copy}, copy, "64 MiB"});
-  r.fingerprint.loss_bits = {"3f800000"};
-  r.fingerprint.params_sha256 = params;
+  r.fingerprint.record = {{"format", "torchconform.fingerprint/1"}, {"loss_hex", {"0x1p+0"}},
+                          {"params", {{"sha256", params}}}};
   return r;
 }
 
@@ -48,7 +48,7 @@ TEST(QualifyAssess, OnlyTheSlowSideIsFlaggedSoAPairNamesItsSlowDevice) {
   const Assessment j = assess({rank(0, 1.0), rank(1, 0.5)}, b);
   ASSERT_EQ(j.flags.size(), 1u);
   EXPECT_EQ(j.flags[0].rank, 1);
-  EXPECT_NE(j.flags[0].what.find("matmul 0.5 TFLOP/s is 50% below the others' median 1"), std::string::npos)
+  EXPECT_NE(j.flags[0].what.find("matmul 0.5 TFLOP/s is 50.0% below the others' median 1"), std::string::npos)
       << j.flags[0].what;
   EXPECT_FALSE(j.figures[0].per_rank[0].flagged);  // twice as fast as the other: not flagged
 }
@@ -84,7 +84,7 @@ TEST(QualifyAssess, TwoDifferentFingerprintsHaveNoMajorityAndBothAreFlagged) {
 
 TEST(QualifyAssess, LossBitsArePartOfTheFingerprint) {
   RankResult other = rank(1, 1.0);
-  other.fingerprint.loss_bits = {"3f800001"};
+  other.fingerprint.record["loss_hex"] = {"0x1.000002p+0"};
   EXPECT_EQ(assess({rank(0, 1.0), other, rank(2, 1.0)}, Bounds{}).flags.size(), 1u);
 }
 
@@ -110,10 +110,10 @@ TEST(QualifyReport, TextJsonAndHtmlNameTheFlaggedRank) {
   rep.assessment = assess(rep.ranks, rep.bounds);
   EXPECT_EQ(rep.exit_code(), 1);
   const std::string text = render_text(rep);
-  EXPECT_NE(text.find("FLAGGED rank 1 (host, cpu, cores 0-1 of 2): matmul 0.4 TFLOP/s is 60% below"), std::string::npos)
+  EXPECT_NE(text.find("FLAGGED rank 1 (host, cpu, cores 0-1 of 2): matmul 0.4 TFLOP/s is 60.0% below"), std::string::npos)
       << text;
   const nlohmann::json j = report_json(rep);
-  EXPECT_EQ(j["schema"], "torchconform.qualify/1");
+  EXPECT_EQ(j["schema"], "torchconform.qualify/2");
   EXPECT_EQ(j["flags"][0]["rank"], 1);
   EXPECT_EQ(j["summary"]["exit_code"], 1);
   EXPECT_EQ(j["figures"][0]["per_rank"][1]["flagged"], true);

@@ -1,22 +1,12 @@
-#include "harness/scratch.h"
+#include "harness/settings.h"
 
 #include <cstdlib>
 #include <exception>
+#include <string>
 
 #include "harness/contract/registry.h"
-#include "harness/util/posix_fs.h"
 
 namespace tc {
-
-Scratch::Scratch(const std::string& prefix) {
-  try {
-    path_ = posix_fs::make_temp_dir(prefix);
-  } catch (const std::exception& e) {
-    throw HarnessError(e.what());
-  }
-}
-
-Scratch::~Scratch() { posix_fs::remove_tree(path_); }
 
 int env_positive_int(const char* name, int fallback) {
   const char* raw = std::getenv(name);

@@ -222,7 +222,7 @@ Fingerprint fingerprint(c10::Device device, uint64_t seed) {
   model->to(device);
   torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
   at::Generator g = at::detail::createCPUGenerator(seed);
-  Fingerprint fp;
+  std::vector<double> losses;
   for (int step = 0; step < 5; ++step) {
     const at::Tensor x = torch::randn({8, 3, 16, 16}, g, torch::kFloat).to(device);  // (B, 3, H, W)
     const at::Tensor y = torch::randint(0, 10, {8}, g, torch::kLong).to(device);    // (B,)
@@ -230,17 +230,13 @@ Fingerprint fingerprint(c10::Device device, uint64_t seed) {
     const at::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
     loss.backward();
     opt.step();
-    const float l = loss.item<float>();
-    uint32_t bits = 0;
-    std::memcpy(&bits, &l, sizeof bits);
-    char hex[9];
-    std::snprintf(hex, sizeof hex, "%08x", bits);
-    fp.loss_bits.push_back(hex);
+    losses.push_back(loss.item<float>());  // exact in double: the float's bits survive in loss_hex
   }
   NamedTensors params;
   for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
-  fp.params_sha256 = parameters_digest(params);
   ctx.setDeterministicAlgorithms(false, false);
+  Fingerprint fp;
+  fp.record = training_fingerprint("5 SGD steps of the reference model from seed " + std::to_string(seed), losses, params);
   return fp;
 }
 

@@ -1,20 +1,25 @@
-#include "harness/launch.h"
+#include "harness/child_process.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
-namespace tc::dist_launch {
+extern char** environ;
+
+namespace tc::child {
 namespace {
 
 bool executable(const std::string& p) { return !p.empty() && access(p.c_str(), X_OK) == 0; }
@@ -25,31 +30,57 @@ int decode(int status) {
   return -1;
 }
 
+// This process's environment with spec.env set over it, as "K=V" strings.
+std::vector<std::string> environment_with(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::map<std::string, std::string> merged;
+  std::vector<std::string> order;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string kv = *e;
+    const size_t eq = kv.find('=');
+    const std::string k = kv.substr(0, eq);
+    if (merged.emplace(k, eq == std::string::npos ? "" : kv.substr(eq + 1)).second) order.push_back(k);
+  }
+  for (const auto& [k, v] : extra) {
+    if (merged.count(k) == 0) order.push_back(k);
+    merged[k] = v;
+  }
+  std::vector<std::string> out;
+  for (const std::string& k : order) out.push_back(k + "=" + merged[k]);
+  return out;
+}
+
+std::vector<char*> pointers(const std::vector<std::string>& strings) {
+  std::vector<char*> p;
+  for (const std::string& s : strings) p.push_back(const_cast<char*>(s.c_str()));
+  p.push_back(nullptr);
+  return p;
+}
+
 }  // namespace
 
 Process::Process(const Spec& spec) : timeout_(spec.timeout) {
   if (spec.argv.empty()) throw std::invalid_argument("nothing to launch");
-  start_ = std::chrono::steady_clock::now();
-  pid_ = fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    setpgid(0, 0);
-    if (!spec.log_path.empty()) {
-      const int fd = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        close(fd);
-      }
-    }
-    for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : spec.argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
+  const std::vector<std::string> env = environment_with(spec.env);
+  std::vector<char*> args = pointers(spec.argv), envp = pointers(env);
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  if (!spec.log_path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   }
-  setpgid(pid_, pid_);  // also from the parent: no race with kill(-pid) below
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
+  start_ = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, &attr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) throw std::runtime_error("cannot start '" + spec.argv[0] + "': " + std::strerror(rc));
+  pid_ = pid;
 }
 
 namespace {
@@ -158,4 +189,4 @@ std::string tail_of(const std::string& path, size_t bytes) {
   return s.size() > bytes ? "..." + s.substr(s.size() - bytes) : s;
 }
 
-}  // namespace tc::dist_launch
+}  // namespace tc::child

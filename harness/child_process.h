@@ -1,6 +1,8 @@
-// Starting torchrun (from the pinned torch) on a native binary, with a deadline: nothing that the
-// distributed check, its fault tests or its benchmark start can hang. Used by suites/distributed
-// and by `ab` (harness/ab/run.cpp), which starts the two builds it compares.
+// The one way this program starts another: posix_spawn (nothing runs between fork and exec in a
+// process that may have threads), a process group of its own, stdin from /dev/null, stdout and
+// stderr to a log, and a deadline after which the group is stopped. Every child goes through it:
+// a check's part in a fresh process and torchrun cells (harness/cell_in_child.h), `qualify`'s
+// torchrun, `ab`'s two builds (harness/ab/run.cpp), the distributed fault tests. No torch here.
 #pragma once
 
 #include <chrono>
@@ -8,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-namespace tc::dist_launch {
+namespace tc::child {
 
 struct Spec {
-  std::vector<std::string> argv;                            // argv[0] found on PATH if not a path
+  std::vector<std::string> argv;                            // argv[0] found on PATH if it has no '/'
   std::vector<std::pair<std::string, std::string>> env;     // added to this process's environment
   std::string log_path;                                     // stdout and stderr (appended)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
@@ -23,7 +25,8 @@ struct Result {
   double wall_s = 0.0;
 };
 
-// Runs spec in its own process group; at the deadline SIGTERM to the group (torchrun then stops
+// Runs spec in its own process group (std::runtime_error naming argv[0] when it cannot be started,
+// e.g. not found); at the deadline SIGTERM to the group (torchrun then stops
 // its workers, which live in sessions of their own), SIGKILL to the group 45 s later.
 Result run(const Spec& spec);
 
@@ -61,4 +64,4 @@ int free_port();
 // The last `bytes` of a file (for evidence).
 std::string tail_of(const std::string& path, size_t bytes = 3000);
 
-}  // namespace tc::dist_launch
+}  // namespace tc::child

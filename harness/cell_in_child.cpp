@@ -1,0 +1,67 @@
+#include "harness/cell_in_child.h"
+
+#include "harness/report_json.h"
+#include "harness/contract/scratch.h"
+#include "harness/settings.h"
+#include "harness/util/posix_fs.h"
+
+namespace tc {
+
+CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) {
+  if (spec.executable.empty()) throw HarnessError("no executable to start for " + spec.what + " (RunPlan::executable)");
+  Scratch scratch("torchconform-child-");
+  const std::string report = scratch.file("cell.json"), log = scratch.file("cell.log");
+  child::Spec launch;
+  launch.argv = spec.launcher;
+  for (const std::string& a : {spec.executable, std::string("run"), std::string("--device"), ctx.device,
+                               std::string("--check"), ctx.check, std::string("--recipe"), ctx.recipe,
+                               std::string("--seed"), std::to_string(ctx.seed), std::string("--json"), report,
+                               std::string("--html"), std::string()}) {
+    launch.argv.push_back(a);
+  }
+  launch.argv.insert(launch.argv.end(), spec.extra.begin(), spec.extra.end());
+  if (ctx.quick) launch.argv.push_back("--quick");
+  if (ctx.sweep) launch.argv.push_back("--sweep");
+  launch.log_path = log;
+  launch.timeout = spec.timeout;
+  CellFromChild out;
+  try {
+    out.exit = child::run(launch);
+  } catch (const std::runtime_error& e) {
+    throw HarnessError(spec.what + ": " + e.what());
+  }
+  out.log_tail = child::tail_of(log);
+  if (out.exit.timed_out) {
+    throw HarnessError(spec.what + " did not finish in " + std::to_string(spec.timeout.count()) +
+                       " s and was killed:\n" + out.log_tail);
+  }
+  Report rep;
+  try {
+    rep = read_report_file(report);
+  } catch (const std::exception&) {
+    throw HarnessError(spec.what + " exited with " + std::to_string(out.exit.exit_code) + " and wrote no report:\n" +
+                       out.log_tail);
+  }
+  for (Cell& c : rep.cells) {
+    if (c.check != ctx.check || c.recipe != ctx.recipe) continue;
+    out.cell = std::move(c);
+    return out;
+  }
+  throw HarnessError(spec.what + " reported no " + ctx.check + " cell for '" + ctx.recipe + "'");
+}
+
+nlohmann::json run_part_in_fresh_process(const std::string& executable, const CheckContext& ctx,
+                                         const std::string& part) {
+  CellChild spec;
+  spec.executable = executable;
+  spec.extra = {"--part", part};
+  spec.timeout = std::chrono::seconds(env_positive_int("TORCHCONFORM_FRESH_PROCESS_TIMEOUT_S", 300));
+  spec.what = "the fresh process running " + ctx.check + " part '" + part + "'";
+  const Cell c = run_cell_in_child(spec, ctx).cell;
+  if (c.verdict == Verdict::kSkipped) throw SkipCell(c.evidence);
+  if (c.verdict == Verdict::kError) throw HarnessError(spec.what + ": " + c.evidence);
+  if (c.outcome != Outcome::kPass) throw std::runtime_error("in a fresh process: " + c.evidence);
+  return c.metrics.is_object() ? c.metrics : nlohmann::json::object();
+}
+
+}  // namespace tc

@@ -1,0 +1,94 @@
+// The one way this program starts a child (harness/child_process.h) and the one way it runs a cell
+// in a child and reads its report back (harness/cell_in_child.h): what every caller relies on.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "harness/cell_in_child.h"
+#include "harness/child_process.h"
+#include "harness/contract/scratch.h"
+
+namespace tc {
+namespace {
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(ChildProcess, EnvironmentAddedStdinClosedOutputLogged) {
+  Scratch scratch;
+  child::Spec spec;
+  // `cat` reads stdin: it ends at once only because the child's stdin is /dev/null.
+  spec.argv = {"sh", "-c", "echo \"X=$TC_CHILD_TEST_X\"; cat; echo err >&2; exit 3"};
+  spec.env = {{"TC_CHILD_TEST_X", "42"}};
+  spec.log_path = scratch.file("log");
+  spec.timeout = std::chrono::seconds(60);
+  const child::Result r = child::run(spec);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(read_all(spec.log_path), "X=42\nerr\n");
+}
+
+TEST(ChildProcess, TheLogIsAppendedTo) {
+  Scratch scratch;
+  child::Spec spec;
+  spec.argv = {"sh", "-c", "echo second"};
+  spec.log_path = scratch.file("log");
+  std::ofstream(spec.log_path) << "first\n";
+  EXPECT_EQ(child::run(spec).exit_code, 0);
+  EXPECT_EQ(read_all(spec.log_path), "first\nsecond\n");
+}
+
+TEST(ChildProcess, AProgramThatCannotStartIsNamed) {
+  child::Spec spec;
+  spec.argv = {"/nonexistent/torchconform-no-such-program", "x"};
+  try {
+    child::run(spec);
+    FAIL() << "started a program that does not exist";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot start '/nonexistent/torchconform-no-such-program'"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The deadline stops the whole group, grandchildren included: the shell's `sleep` would otherwise
+// keep the log open. The signal's number shows in the exit code (128 + SIGTERM).
+TEST(ChildProcess, TheDeadlineStopsTheGroup) {
+  Scratch scratch;
+  child::Spec spec;
+  spec.argv = {"sh", "-c", "sleep 300 & wait"};
+  spec.log_path = scratch.file("log");
+  spec.timeout = std::chrono::milliseconds(300);
+  const child::Result r = child::run(spec);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + 15);
+}
+
+// A child that writes no report: a HarnessError naming the child, its exit code and its output.
+TEST(CellInChild, NoReportIsAHarnessErrorWithTheOutput) {
+  CheckContext ctx;
+  ctx.check = "some_check";
+  ctx.recipe = "some_recipe";
+  ctx.device = "cpu";
+  CellChild spec;
+  spec.launcher = {"sh", "-c", "echo 'nothing here'; exit 4", "sh"};  // the binary's argv follows, as $@
+  spec.executable = "/bin/true";
+  spec.what = "the test child";
+  try {
+    run_cell_in_child(spec, ctx);
+    FAIL() << "no report, no error";
+  } catch (const HarnessError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("the test child exited with 4 and wrote no report"), std::string::npos) << m;
+    EXPECT_NE(m.find("nothing here"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace tc
