@@ -39,6 +39,9 @@ PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
         }
       };
     } catch (py::error_already_set& e) {
+      // The bridge's own refusal says everything; an error in the user's file (a SyntaxError, an
+      // ImportError) comes with its frames.
+      if (e.matches(bridge_module().attr("SpecError"))) throw std::invalid_argument(py::str(e.value()).cast<std::string>());
       throw std::invalid_argument("--python '" + spec + "': " + describe_python_error(e));
     }
   }

@@ -13,6 +13,10 @@ from typing import List, Optional, Tuple
 import torchconform
 from torchconform.run import PROBES, Run, provides, recipe_description, recipe_name
 
+class SpecError(ValueError):
+    """A `--python` spec that names no recipe: its message is the whole story (no traceback)."""
+
+
 # Frames of a traceback an exception's evidence names: the innermost few, enough to see where the
 # user's code failed and what called it without a whole stack in a report cell.
 FRAMES_SHOWN = 3
@@ -45,12 +49,12 @@ def parse_spec(spec: str) -> Tuple[str, str, Optional[str]]:
     """`path/to/file.py:Class` or `path/to/file.py:Class=name` -> (absolute path, class, name or None)."""
     path, sep, rest = spec.rpartition(":")
     if not sep or not path or not rest:
-        raise ValueError(f"--python '{spec}' is not FILE.py:CLASS (or FILE.py:CLASS=NAME)")
+        raise SpecError(f"--python '{spec}' is not FILE.py:CLASS (or FILE.py:CLASS=NAME)")
     cls, _, name = rest.partition("=")
     if not cls.isidentifier():
-        raise ValueError(f"--python '{spec}': '{cls}' is not a class name")
+        raise SpecError(f"--python '{spec}': '{cls}' is not a class name")
     if "=" in rest and not name:
-        raise ValueError(f"--python '{spec}': the name after '=' is empty")
+        raise SpecError(f"--python '{spec}': the name after '=' is empty")
     return os.path.abspath(path), cls, name or None
 
 
@@ -58,7 +62,7 @@ def _module_for(path: str):
     """The module of `path`, imported once under its file's stem (so that pickling and a sibling's
     `import stem` find the same module), or under a unique name when another file holds the stem."""
     if not os.path.isfile(path):
-        raise FileNotFoundError(f"no such Python file: {path}")
+        raise SpecError(f"--python: no such Python file: {path}")
     directory = os.path.dirname(path)
     if directory not in sys.path:
         sys.path.insert(0, directory)  # the user's file imports its neighbours
@@ -86,7 +90,7 @@ def load(spec: str) -> Tuple[type, str, str, str, int, str]:
     cls = getattr(module, cls_name, None)
     if not isinstance(cls, type) or not issubclass(cls, Run):
         what = "is not defined" if cls is None else "is not a subclass of torchconform.Run"
-        raise TypeError(f"--python '{spec}': '{cls_name}' in {path} {what}")
+        raise SpecError(f"--python '{spec}': '{cls_name}' in {path} {what}")
     line = 0
     try:
         import inspect

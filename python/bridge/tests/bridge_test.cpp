@@ -89,6 +89,27 @@ TEST(PythonBridge, RefusesABadSpecWithASentence) {
   EXPECT_TRUE(reg.recipes().empty());
 }
 
+// The line of `file` holding `marker` (0: none).
+int line_of(const std::string& file, const std::string& marker) {
+  std::ifstream in(file);
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    if (text.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+TEST(PythonBridge, AnErrorWhileImportingTheFileNamesItsLine) {
+  const std::string file = std::string(TC_SOURCE_DIR) + "/python/tests/broken_at_import.py";
+  const int line = line_of(file, "raise RuntimeError(\"broken at import\")");
+  ASSERT_GT(line, 0);
+  Registry reg;
+  const std::string msg = message_of<std::invalid_argument>([&] { load_python_recipe(file + ":NeverRun", reg); });
+  EXPECT_NE(msg.find("RuntimeError: broken at import"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(file + ":" + std::to_string(line)), std::string::npos) << msg;
+  EXPECT_TRUE(reg.recipes().empty());
+}
+
 TEST(PythonBridge, TrainStepLossesEqualThePythonLoopBitwise) {
   Registry reg;
   auto run = make(reg, kTiny + ":TinyRun");
@@ -137,14 +158,7 @@ TEST(PythonBridge, ParametersAreThePythonModulesTensorsWithoutACopy) {
 }
 
 TEST(PythonBridge, APythonExceptionNamesTheUsersFileAndLine) {
-  int line = 0;
-  {
-    std::ifstream in(kTiny);
-    std::string text;
-    for (int n = 1; std::getline(in, text); ++n) {
-      if (text.find("raise ValueError(\"the step fell over\")") != std::string::npos) line = n;
-    }
-  }
+  const int line = line_of(kTiny, "raise ValueError(\"the step fell over\")");
   ASSERT_GT(line, 0);
   Registry reg;
   auto run = make(reg, kTiny + ":FailingRun");
