@@ -206,7 +206,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   run->footer(
       "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
       "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "
-      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set.\n"
+      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set; TORCHCONFORM_VENV is the venv "
+      "whose site-packages a --python recipe's interpreter uses (default: the one the build was configured with; "
+      "docs/python.md).\n"
       "Exit codes: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every cell "
       "skipped (nothing checked), 2 bad usage or input.");
   return {run, [a, argc, argv] { return cmd_run(*a, argc, argv); }};

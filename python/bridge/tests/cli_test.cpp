@@ -94,5 +94,17 @@ TEST(PythonCli, ABadSpecIsBadUsage) {
   EXPECT_EQ(run_cli({"--python", "not-a-spec", "--check", "python_smoke"}, nullptr), 2);
 }
 
+TEST(PythonCli, RunHelpDocumentsTheOptionAndTheVenv) {
+  std::vector<std::string> args = {"torchconform", "run", "--help"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(help.find("--python"), std::string::npos) << help;
+  EXPECT_NE(help.find("TORCHCONFORM_VENV"), std::string::npos) << help;
+}
+
 }  // namespace
 }  // namespace tc
