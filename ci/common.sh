@@ -16,6 +16,7 @@ TC_JSONSCHEMA_VERSION=4.26.0
 TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libssl-dev
          chromium     # chromium: the HTML report test renders the page headless
          libgloo-dev  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
+         python3.11-dev  # the libpython the Python bridge embeds (python/CMakeLists.txt)
          clang libclang-rt-14-dev)  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

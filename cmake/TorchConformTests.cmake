@@ -44,6 +44,23 @@ target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOU
 tc_torch_link_fixups(tc_harness_tests)
 tc_gtest_suites(tc_harness_tests LABELS unit)
 
+# The Python bridge (python/bridge), where it is built: Python recipes through tc::Run.
+if(TC_PYTHON_BRIDGE_BUILT)
+  add_executable(tc_python_bridge_tests python/bridge/tests/bridge_test.cpp)
+  target_link_libraries(tc_python_bridge_tests PRIVATE tc_python_bridge GTest::gtest_main)
+  target_compile_options(tc_python_bridge_tests PRIVATE ${TORCH_CXX_FLAGS})
+  target_compile_definitions(tc_python_bridge_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  tc_torch_link_fixups(tc_python_bridge_tests)
+  tc_gtest_suites(tc_python_bridge_tests LABELS unit)
+  # `run --python` through the command line, with two checks of its own (python/bridge/tests/cli_test.cpp).
+  add_executable(tc_python_cli_tests python/bridge/tests/cli_test.cpp)
+  target_link_libraries(tc_python_cli_tests PRIVATE tc_python_register tc_cli tc_harness GTest::gtest_main)
+  target_compile_options(tc_python_cli_tests PRIVATE ${TORCH_CXX_FLAGS})
+  target_compile_definitions(tc_python_cli_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  tc_torch_link_fixups(tc_python_cli_tests)
+  tc_gtest_suites(tc_python_cli_tests LABELS unit)
+endif()
+
 add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
 target_link_libraries(tc_reference_tests PRIVATE tc_reference tc_check_support GTest::gtest_main)
 tc_use_torch_pch(tc_reference_tests)

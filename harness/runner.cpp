@@ -153,6 +153,7 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   ctx.recipe_is_variant = planned.recipe->is_variant();
   ctx.expected = cell.expected;
   ctx.part = plan.part;
+  ctx.python_specs = plan.python_specs;
   if (!plan.executable.empty() && plan.part.empty()) {
     ctx.in_fresh_process = [exe = plan.executable, c = ctx](const std::string& part) {
       return run_part_in_fresh_process(exe, c, part);

@@ -34,6 +34,8 @@ struct RunPlan {
   // Not empty: this process runs only this part of one cell's check (CheckContext::part), started
   // by CheckContext::in_fresh_process (harness/cell_in_child.h) of another.
   std::string part;
+  // The `run --python` specs loaded in this process (absolute files): CheckContext::python_specs.
+  std::vector<std::string> python_specs;
 };
 
 struct PlannedCell {

@@ -13,6 +13,7 @@
 
 #include "harness/cli/common.h"
 #include "harness/console.h"
+#include "harness/contract/python_loader.h"
 #include "harness/contract/registry.h"
 #include "harness/devices.h"
 #include "harness/html_writer.h"
@@ -28,6 +29,7 @@ using nlohmann::json;
 struct RunArgs {
   std::string device = "auto";
   std::vector<std::string> checks, recipes;
+  std::vector<std::string> python;  // --python FILE.py:Class[=name], repeatable
   int64_t seed = 1234;
   bool quick = false;
   bool sweep = false;
@@ -61,8 +63,28 @@ std::vector<std::string> checks_for_this_process(const Registry& reg, const RunP
   return kept;
 }
 
+// --python: each spec's recipe loaded and registered (before the registry is validated and the
+// cells planned); returns the specs with absolute files, for the processes a check starts again.
+std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs) {
+  std::vector<std::string> loaded;
+  if (specs.empty()) return loaded;
+  const PythonLoader* load = python_loader();
+  if (load == nullptr) {
+    throw UsageError("--python: this torchconform was built without the Python bridge (python/CMakeLists.txt says "
+                     "why at configure time)");
+  }
+  for (const std::string& spec : specs) {
+    try {
+      loaded.push_back((*load)(spec).spec);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  return loaded;
+}
+
 // The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
-RunPlan plan_run(const Registry& reg, const RunArgs& a) {
+RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string> python_specs) {
   for (const std::string& p : reg.validate()) throw UsageError(p);
   RunPlan plan;
   plan.checks = split_list(a.checks);
@@ -75,6 +97,7 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.worker = under_torchrun();
   plan.work_dir = a.work_dir;
   plan.part = a.part;
+  plan.python_specs = std::move(python_specs);
   if (!plan.part.empty() && (plan.checks.size() != 1 || plan.recipes.size() != 1)) {
     throw UsageError("--part runs a part of one cell: give one --check and one --recipe");
   }
@@ -122,8 +145,9 @@ void apply_parse_limits(const RunArgs& a) {
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
+  std::vector<std::string> python_specs = load_python_recipes(a.python);
   const Registry& reg = Registry::global();
-  const RunPlan plan = plan_run(reg, a);
+  const RunPlan plan = plan_run(reg, a, std::move(python_specs));
   json devices = json::array();
   for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
   Report report = report_header(argc, argv, a.seed, devices);
@@ -156,6 +180,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   run->add_option("--device", a->device, "cpu | cuda | auto (best available) | all")->capture_default_str();
   run->add_option("--check", a->checks, "Only these checks (comma-separated)");
   run->add_option("--recipe", a->recipes, "Only these recipes (comma-separated)");
+  run->add_option("--python", a->python,
+                  "A Python recipe, FILE.py:CLASS (a torchconform.Run subclass) or FILE.py:CLASS=NAME; repeatable. "
+                  "Its name: NAME, else the class's `name`, else the class name in snake_case (docs/python.md)");
   run->add_option("--seed", a->seed, "Seed of the reference runs")->capture_default_str();
   run->add_flag("--quick", a->quick, "Shorter runs (fewer steps)");
   run->add_flag("--sweep", a->sweep,
@@ -179,7 +206,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   run->footer(
       "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
       "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "
-      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set.\n"
+      "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set; TORCHCONFORM_VENV is the venv "
+      "whose site-packages a --python recipe's interpreter uses (default: the one the build was configured with; "
+      "docs/python.md).\n"
       "Exit codes: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every cell "
       "skipped (nothing checked), 2 bad usage or input.");
   return {run, [a, argc, argv] { return cmd_run(*a, argc, argv); }};

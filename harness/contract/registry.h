@@ -72,6 +72,10 @@ struct CheckContext {
   // Set by the runner; empty where no process can be started.
   std::function<nlohmann::json(const std::string& part)> in_fresh_process;
   std::string part;  // not empty: this process was started by in_fresh_process, to run only `part`
+  // The `run --python` specs this process loaded (files made absolute, harness/contract/python_loader.h):
+  // a process started again for this cell (in_fresh_process, a torchrun rank) gets each as
+  // `--python SPEC`, or the Python recipe is unknown there.
+  std::vector<std::string> python_specs;
 };
 
 // What a check returns: the practice held (pass) or not (fail), with the evidence.
@@ -171,7 +175,9 @@ class Registry {
  public:
   static Registry& global();
 
-  // Throw std::invalid_argument on an empty or duplicate name.
+  // Throw std::invalid_argument on an empty or duplicate name. TC_CHECK and TC_RECIPE call these
+  // before main; add_recipe is also the runtime registration of a recipe loaded while the program
+  // runs (a Python recipe: python/bridge/loader.h), which must happen before the run is planned.
   void add_check(CheckInfo info);
   void add_recipe(RecipeInfo info);
 

@@ -1,0 +1,40 @@
+// Recipes written in Python: `torchconform run --python path/to/file.py:Class[=name]` (repeatable).
+//
+// The Python bridge (python/bridge/, a layer above the contract) loads the class in the interpreter
+// it embeds and registers a tc::Run that adapts it, at run time, with Registry::add_recipe. It hands
+// its loader to the command line through this one registration, as suites/qualify hands over its
+// worker (qualify_probe.h): the command line includes only the contract, and a binary built without
+// the bridge says so rather than knowing nothing of Python.
+//
+//   static const bool registered = tc::set_python_loader([](const std::string& spec) {
+//     ... import the file, register the recipe ...; return tc::PythonRecipe{name, absolute spec};
+//   });
+//
+// A process the runner starts again (a part of a cell in a fresh process, a torchrun rank) must
+// load the same specs before it looks a recipe up: RunPlan::python_specs and
+// CheckContext::python_specs carry them (absolute paths), each passed on as `--python SPEC`.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace tc {
+
+// What loading a spec registered.
+struct PythonRecipe {
+  std::string name;  // the recipe's name in the registry
+  std::string spec;  // the spec with its file made absolute: what a process started again is given
+};
+
+// Loads the recipe `spec` names and registers it in Registry::global(). Throws
+// std::invalid_argument for a malformed spec, a file or class that cannot be loaded (the Python
+// error in the message), or a name already registered.
+using PythonLoader = std::function<PythonRecipe(const std::string& spec)>;
+
+// Registers the one loader (static registration from python/bridge); a second throws
+// std::logic_error. Returns true, for `static const bool x = set_python_loader(...)`.
+bool set_python_loader(PythonLoader loader);
+// The registered loader; nullptr in a binary built without the Python bridge.
+const PythonLoader* python_loader();
+
+}  // namespace tc

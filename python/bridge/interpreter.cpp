@@ -1,0 +1,141 @@
+#include "python/bridge/interpreter.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include <torch/version.h>
+
+namespace py = pybind11;
+
+namespace tc::python {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return !p.empty() && stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The venv's site-packages and the interpreter a DataLoader's spawned workers run: from
+// $TORCHCONFORM_VENV, else what the build was configured with (TC_PYTHON).
+struct Venv {
+  std::string site_packages;
+  std::string python;
+};
+
+Venv find_venv() {
+  const std::string version = std::to_string(PY_MAJOR_VERSION) + "." + std::to_string(PY_MINOR_VERSION);
+  if (const char* env = std::getenv("TORCHCONFORM_VENV"); env != nullptr && *env != '\0') {
+    const std::string venv = env;
+    Venv v{venv + "/lib/python" + version + "/site-packages", venv + "/bin/python"};
+    if (!is_dir(v.site_packages)) {
+      throw std::runtime_error("TORCHCONFORM_VENV=" + venv + " has no lib/python" + version +
+                               "/site-packages: the embedded interpreter is Python " + version +
+                               " and needs a venv of that version with the pinned torch");
+    }
+    return v;
+  }
+#ifdef TC_PYTHON_SITE_PACKAGES
+  if (is_dir(TC_PYTHON_SITE_PACKAGES)) return {TC_PYTHON_SITE_PACKAGES, TC_PYTHON_EXECUTABLE};
+  throw std::runtime_error(std::string("the site-packages this build was configured with (") + TC_PYTHON_SITE_PACKAGES +
+                           ") is gone: set TORCHCONFORM_VENV to the venv holding the pinned torch");
+#else
+  throw std::runtime_error("no venv for Python recipes: set TORCHCONFORM_VENV to the venv holding the pinned torch");
+#endif
+}
+
+// Run in the fresh interpreter: the paths in front of sys.path (interpreter.h says which, in which
+// order) and the interpreter spawned DataLoader workers start (this process is not a Python).
+constexpr const char* kSetup = R"PY(
+import multiprocessing, os, site, sys
+def _tc_setup(package_dir, site_packages, python):
+    before = list(sys.path)
+    site.addsitedir(site_packages)
+    added = [p for p in sys.path if p not in before]
+    front = ([package_dir] if package_dir else []) + added
+    sys.path[:] = front + [p for p in before if p not in front]
+    if os.path.isfile(python):
+        multiprocessing.set_executable(python)
+)PY";
+
+InterpreterInfo g_info;
+
+void start() {
+  PyConfig config;
+  PyConfig_InitIsolatedConfig(&config);
+  config.install_signal_handlers = 0;
+  config.parse_argv = 0;
+  PyStatus status = Py_InitializeFromConfig(&config);
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status)) {
+    throw std::runtime_error(std::string("cannot start the embedded Python: ") +
+                             (status.err_msg != nullptr ? status.err_msg : "unknown error"));
+  }
+  // The thread holds the GIL now; it is released below whatever happens, for every later caller.
+  std::string error;
+  try {
+    const Venv venv = find_venv();
+    std::string package_dir;
+#ifdef TC_PYTHON_PACKAGE_DIR
+    if (is_dir(TC_PYTHON_PACKAGE_DIR)) package_dir = TC_PYTHON_PACKAGE_DIR;
+#endif
+    py::dict scope;
+    scope["__builtins__"] = py::module_::import("builtins");
+    py::exec(kSetup, scope);
+    scope["_tc_setup"](package_dir, venv.site_packages, venv.python);
+    py::module_ torch = py::module_::import("torch");
+    const std::string version = py::str(torch.attr("__version__"));
+    const std::string libtorch = TORCH_VERSION;
+    if (version.compare(0, libtorch.size(), libtorch) != 0) {
+      throw std::runtime_error("the venv's torch is " + version + " (" + venv.site_packages + "), this binary's LibTorch " +
+                               libtorch + ": a Python recipe needs the one wheel both come from");
+    }
+    py::module_::import("torchconform._bridge");
+    g_info = {venv.site_packages, package_dir, py::str(py::module_::import("sys").attr("version"))};
+  } catch (py::error_already_set& e) {
+    error = "the embedded Python could not start: " + describe_python_error(e);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  PyEval_SaveThread();
+  if (!error.empty()) throw std::runtime_error(error);
+}
+
+}  // namespace
+
+void ensure_interpreter() {
+  static std::mutex mutex;
+  static bool started = false;
+  static std::string failure;  // a failed start is not retried: CPython starts once per process
+  std::lock_guard<std::mutex> lock(mutex);
+  if (started) return;
+  if (!failure.empty()) throw std::runtime_error(failure);
+  try {
+    start();
+    started = true;
+  } catch (const std::exception& e) {
+    failure = e.what();
+    throw;
+  }
+}
+
+const InterpreterInfo& interpreter_info() { return g_info; }
+
+py::module_ bridge_module() { return py::module_::import("torchconform._bridge"); }
+
+std::string describe_python_error(py::error_already_set& e) {
+  try {
+    return py::str(bridge_module().attr("describe")(e.value(), e.trace()));
+  } catch (const std::exception&) {
+    return e.what();  // the helper itself failed (e.g. torchconform is not importable)
+  }
+}
+
+void rethrow_python_error(py::error_already_set& e, const std::string& where) {
+  throw std::runtime_error(where + " raised " + describe_python_error(e));
+}
+
+}  // namespace tc::python

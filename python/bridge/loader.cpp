@@ -1,0 +1,53 @@
+#include "python/bridge/loader.h"
+
+#include <memory>
+#include <stdexcept>
+
+#include "python/bridge/interpreter.h"
+#include "python/bridge/python_run.h"
+
+namespace py = pybind11;
+
+namespace tc::python {
+
+PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
+  try {
+    ensure_interpreter();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--python '" + spec + "': " + e.what());
+  }
+  RecipeInfo info;
+  std::string absolute;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      const py::tuple loaded = bridge_module().attr("load")(spec);
+      // The class lives as long as the program, like a C++ recipe's type: never released (a
+      // static py::object would be released after the interpreter's last use, at exit).
+      auto* cls = new py::object(loaded[0]);
+      info.name = loaded[1].cast<std::string>();
+      info.description = loaded[2].cast<std::string>();
+      info.file = loaded[3].cast<std::string>();
+      info.line = loaded[4].cast<int>();
+      absolute = loaded[5].cast<std::string>();
+      info.make = [cls]() -> std::unique_ptr<Run> {
+        py::gil_scoped_acquire gil;
+        try {
+          return std::make_unique<PythonRun>((*cls)());
+        } catch (py::error_already_set& e) {
+          rethrow_python_error(e, py::str(cls->attr("__qualname__")).cast<std::string>() + "()");
+        }
+      };
+    } catch (py::error_already_set& e) {
+      // The bridge's own refusal says everything; an error in the user's file (a SyntaxError, an
+      // ImportError) comes with its frames.
+      if (e.matches(bridge_module().attr("SpecError"))) throw std::invalid_argument(py::str(e.value()).cast<std::string>());
+      throw std::invalid_argument("--python '" + spec + "': " + describe_python_error(e));
+    }
+  }
+  PythonRecipe out{info.name, absolute};
+  registry.add_recipe(std::move(info));  // a duplicate name: std::invalid_argument naming both places
+  return out;
+}
+
+}  // namespace tc::python

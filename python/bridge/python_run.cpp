@@ -1,0 +1,230 @@
+#include "python/bridge/python_run.h"
+
+#include <stdexcept>
+
+#include "python/bridge/interpreter.h"
+
+namespace py = pybind11;
+
+namespace tc::python {
+namespace {
+
+std::string type_name(const py::handle& o) { return py::str(py::type::handle_of(o).attr("__qualname__")); }
+
+// A field of a returned record: `fallback` where the object has no such attribute (a record
+// written by hand may leave the optional ones out).
+template <class T>
+T field(const py::handle& record, const char* name, T fallback) {
+  if (!py::hasattr(record, name)) return fallback;
+  return record.attr(name).cast<T>();
+}
+
+InitSpec::Kind init_kind(const std::string& kind) {
+  if (kind == "normal") return InitSpec::Kind::kNormal;
+  if (kind == "uniform") return InitSpec::Kind::kUniform;
+  if (kind == "constant") return InitSpec::Kind::kConstant;
+  if (kind == "truncated_normal") return InitSpec::Kind::kTruncatedNormal;
+  throw std::runtime_error("declared_init() names the kind '" + kind +
+                           "': one of normal, uniform, constant, truncated_normal");
+}
+
+}  // namespace
+
+py::object to_python(const at::Tensor& t) {
+  return py::reinterpret_steal<py::object>(THPVariable_Wrap(t));  // the same tensor, no copy
+}
+
+at::Tensor tensor_from_python(const py::handle& o, const std::string& what) {
+  if (!THPVariable_Check(o.ptr())) {
+    throw std::runtime_error(what + " returned " + type_name(o) + ", not a torch.Tensor");
+  }
+  return THPVariable_Unpack(o.ptr());
+}
+
+NamedTensors named_tensors_from_python(const py::handle& o, const std::string& what) {
+  // A mapping (dict(model.named_parameters())) or any iterable of (name, tensor) pairs.
+  py::object items = py::hasattr(o, "items") ? o.attr("items")() : py::reinterpret_borrow<py::object>(o);
+  NamedTensors out;
+  for (const py::handle item : py::iter(items)) {
+    const py::tuple pair = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+    if (pair.size() != 2) throw std::runtime_error(what + " returned an item that is not a (name, tensor) pair");
+    out.emplace_back(pair[0].cast<std::string>(), tensor_from_python(pair[1], what + "['" + pair[0].cast<std::string>() + "']"));
+  }
+  return out;
+}
+
+PythonRun::PythonRun(py::object instance) : instance_(std::move(instance)) {
+  try {
+    for (const py::handle p : bridge_module().attr("provided_probes")(instance_)) probes_.insert(p.cast<std::string>());
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, "the recipe's probes");
+  }
+}
+
+PythonRun::~PythonRun() {
+  py::gil_scoped_acquire gil;
+  instance_ = py::object();  // the last reference may run Python (__del__, a DataLoader's workers)
+}
+
+template <class Invoke>
+auto PythonRun::call(const char* name, Invoke invoke) const {
+  py::gil_scoped_acquire gil;
+  try {
+    return invoke(instance_.attr(name));
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, std::string(name) + "()");
+  } catch (const py::cast_error& e) {
+    throw std::runtime_error(std::string(name) + "() returned a value of the wrong type: " + e.what());
+  }
+}
+
+template <class Absent, class Invoke>
+auto PythonRun::probe(const char* name, Absent absent, Invoke invoke) const {
+  if (probes_.count(name) == 0) return absent();
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      return invoke(instance_.attr(name));
+    } catch (py::error_already_set& e) {
+      // An override that raises NotImplementedError declines, the same as not overriding it.
+      if (!e.matches(PyExc_NotImplementedError)) rethrow_python_error(e, std::string(name) + "()");
+    } catch (const py::cast_error& e) {
+      throw std::runtime_error(std::string(name) + "() returned a value of the wrong type: " + e.what());
+    }
+  }
+  return absent();  // outside the GIL: tc::Run's default throws ProbeNotProvided
+}
+
+void PythonRun::setup(const RunOptions& options) {
+  call("setup", [&](const py::object& f) {
+    f(py::module_::import("torchconform").attr("RunOptions")(
+        py::arg("device") = options.device.str(), py::arg("seed") = options.seed,
+        py::arg("deterministic") = options.deterministic, py::arg("quick") = options.quick,
+        py::arg("activation_checkpointing") = options.activation_checkpointing));
+    return 0;
+  });
+}
+
+StepRecord PythonRun::train_step() {
+  return call("train_step", [](const py::object& f) {
+    const py::object r = f();
+    if (!py::hasattr(r, "loss")) {
+      throw std::runtime_error("train_step() returned " + type_name(r) + ", not a torchconform.StepRecord (no 'loss')");
+    }
+    StepRecord s;
+    s.step = field<int64_t>(r, "step", s.step);
+    s.epoch = field<int64_t>(r, "epoch", s.epoch);
+    s.loss = r.attr("loss").cast<double>();
+    s.lr = field<double>(r, "lr", s.lr);
+    s.training_mode = field<bool>(r, "training_mode", s.training_mode);
+    return s;
+  });
+}
+
+EvalResult PythonRun::evaluate() {
+  return call("evaluate", [](const py::object& f) {
+    const py::object r = f();
+    EvalResult e;
+    e.loss = field<double>(r, "loss", e.loss);
+    e.accuracy = field<double>(r, "accuracy", e.accuracy);
+    if (py::hasattr(r, "logits") && !r.attr("logits").is_none()) {
+      e.logits = tensor_from_python(r.attr("logits"), "evaluate().logits");
+    }
+    return e;
+  });
+}
+
+void PythonRun::save_checkpoint(const std::string& path) {
+  call("save_checkpoint", [&](const py::object& f) {
+    f(path);
+    return 0;
+  });
+}
+
+void PythonRun::load_checkpoint(const std::string& path) {
+  call("load_checkpoint", [&](const py::object& f) {
+    f(path);
+    return 0;
+  });
+}
+
+int64_t PythonRun::steps_per_epoch() const {
+  return call("steps_per_epoch", [](const py::object& f) { return f().cast<int64_t>(); });
+}
+
+NamedTensors PythonRun::parameters() const {
+  return call("parameters", [](const py::object& f) { return named_tensors_from_python(f(), "parameters()"); });
+}
+
+NamedTensors PythonRun::buffers() const {
+  return call("buffers", [](const py::object& f) { return named_tensors_from_python(f(), "buffers()"); });
+}
+
+NamedTensors PythonRun::optimizer_state() const {
+  return call("optimizer_state", [](const py::object& f) { return named_tensors_from_python(f(), "optimizer_state()"); });
+}
+
+at::Tensor PythonRun::example_input(int64_t batch) const {
+  return probe("example_input", [&] { return Run::example_input(batch); },
+               [&](const py::object& f) { return tensor_from_python(f(batch), "example_input()"); });
+}
+
+at::Tensor PythonRun::predict(const at::Tensor& x) {
+  return probe("predict", [&] { return Run::predict(x); },
+               [&](const py::object& f) { return tensor_from_python(f(to_python(x)), "predict()"); });
+}
+
+at::Tensor PythonRun::forward_train(const at::Tensor& x) {
+  return probe("forward_train", [&] { return Run::forward_train(x); },
+               [&](const py::object& f) { return tensor_from_python(f(to_python(x)), "forward_train()"); });
+}
+
+std::pair<at::Tensor, at::Tensor> PythonRun::last_batch() const {
+  return probe("last_batch", [&] { return Run::last_batch(); }, [](const py::object& f) {
+    const py::object r = f();
+    const py::tuple pair = r.cast<py::tuple>();
+    if (pair.size() != 2) throw std::runtime_error("last_batch() returned " + type_name(r) + ", not (inputs, targets)");
+    return std::make_pair(tensor_from_python(pair[0], "last_batch()[0]"), tensor_from_python(pair[1], "last_batch()[1]"));
+  });
+}
+
+at::Tensor PythonRun::training_loss(const at::Tensor& output, const at::Tensor& target) {
+  return probe("training_loss", [&] { return Run::training_loss(output, target); }, [&](const py::object& f) {
+    return tensor_from_python(f(to_python(output), to_python(target)), "training_loss()");
+  });
+}
+
+double PythonRun::clip_norm() const {
+  return probe("clip_norm", [&] { return Run::clip_norm(); }, [](const py::object& f) { return f().cast<double>(); });
+}
+
+std::vector<InitSpec> PythonRun::declared_init() const {
+  return probe("declared_init", [&] { return Run::declared_init(); }, [](const py::object& f) {
+    std::vector<InitSpec> out;
+    for (const py::handle s : py::iter(f())) {
+      InitSpec spec;
+      spec.parameter = s.attr("parameter").cast<std::string>();
+      spec.kind = init_kind(field<std::string>(s, "kind", "constant"));
+      spec.a = field<double>(s, "a", spec.a);
+      spec.b = field<double>(s, "b", spec.b);
+      spec.low = field<double>(s, "low", spec.low);
+      spec.high = field<double>(s, "high", spec.high);
+      out.push_back(spec);
+    }
+    return out;
+  });
+}
+
+// These two answer with LibTorch objects (a torch::optim::Optimizer, a torch::nn::Module) that a
+// Python recipe's torch.optim and torch.nn objects are not: a check needing them skips the cell.
+torch::optim::Optimizer& PythonRun::optimizer() {
+  throw ProbeNotProvided("the recipe does not provide optimizer(): a Python recipe's torch.optim optimizer "
+                         "is not a LibTorch torch::optim::Optimizer");
+}
+
+std::shared_ptr<torch::nn::Module> PythonRun::bare_model() {
+  throw ProbeNotProvided("the recipe does not provide bare_model(): a Python recipe's torch.nn.Module "
+                         "is not a LibTorch torch::nn::Module");
+}
+
+}  // namespace tc::python

@@ -1,0 +1,76 @@
+// A Python recipe as a tc::Run: every call goes to the Python object (a torchconform.Run), under
+// the GIL for that call only. Tensors cross without copies (THPVariable_Wrap / THPVariable_Unpack:
+// the same at::Tensor, one autograd graph); what parameters() returns are the module's live
+// tensors. A Python exception becomes std::runtime_error naming the call, the exception and the
+// user's innermost frames (interpreter.h), so the cell's evidence points at the user's file:line.
+//
+// Optional probes: one the Python class does not override, or whose override raises
+// NotImplementedError, is what tc::Run's default does (ProbeNotProvided, the same message), so a
+// check that needs it skips the cell with the same reason as for a C++ recipe. optimizer() and
+// bare_model() answer with a LibTorch object a Python recipe cannot give: always not provided.
+#pragma once
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "harness/contract/run.h"
+#include "python/bridge/pybind.h"
+
+namespace tc::python {
+
+// Hidden like pybind11's own types (its namespace is hidden): it holds a pybind11::object.
+class __attribute__((visibility("hidden"))) PythonRun : public Run {
+ public:
+  // `instance`: a torchconform.Run (the caller holds the GIL).
+  explicit PythonRun(pybind11::object instance);
+  ~PythonRun() override;
+  PythonRun(const PythonRun&) = delete;
+  PythonRun& operator=(const PythonRun&) = delete;
+
+  void setup(const RunOptions& options) override;
+  StepRecord train_step() override;
+  EvalResult evaluate() override;
+  void save_checkpoint(const std::string& path) override;
+  void load_checkpoint(const std::string& path) override;
+  int64_t steps_per_epoch() const override;
+  NamedTensors parameters() const override;
+  NamedTensors buffers() const override;
+  NamedTensors optimizer_state() const override;
+
+  at::Tensor example_input(int64_t batch) const override;
+  at::Tensor predict(const at::Tensor& x) override;
+  at::Tensor forward_train(const at::Tensor& x) override;
+  std::pair<at::Tensor, at::Tensor> last_batch() const override;
+  at::Tensor training_loss(const at::Tensor& output, const at::Tensor& target) override;
+  torch::optim::Optimizer& optimizer() override;
+  double clip_norm() const override;
+  std::vector<InitSpec> declared_init() const override;
+  std::shared_ptr<torch::nn::Module> bare_model() override;
+
+  // The Python object (for tests and probes that need it); use under the GIL.
+  const pybind11::object& object() const { return instance_; }
+
+ private:
+  // With the GIL held: invoke(the bound method `name`), which makes the arguments, calls and
+  // converts the result (every Python object is made and dropped under the GIL). A Python
+  // exception becomes the runtime_error above.
+  template <class Invoke>
+  auto call(const char* name, Invoke invoke) const;
+  // The same for an optional probe; `absent` is tc::Run's default, run where the probe is missing.
+  template <class Absent, class Invoke>
+  auto probe(const char* name, Absent absent, Invoke invoke) const;
+
+  pybind11::object instance_;
+  std::set<std::string> probes_;  // the optional probes the Python class overrides
+};
+
+// Conversions between Python and C++ values, the GIL held. Each throws std::runtime_error naming
+// `what` (the call that returned the value) when the value has the wrong type.
+pybind11::object to_python(const at::Tensor& t);
+at::Tensor tensor_from_python(const pybind11::handle& o, const std::string& what);
+NamedTensors named_tensors_from_python(const pybind11::handle& o, const std::string& what);
+
+}  // namespace tc::python

@@ -1,0 +1,11 @@
+// The bridge's one registration: `run --python` reaches load_python_recipe through the contract
+// (harness/contract/python_loader.h). An object library, linked whole, so that the linker keeps
+// this static registration (as the suites are).
+#include "harness/contract/python_loader.h"
+#include "python/bridge/loader.h"
+
+namespace {
+const bool registered [[maybe_unused]] = tc::set_python_loader([](const std::string& spec) {
+  return tc::python::load_python_recipe(spec);
+});
+}  // namespace

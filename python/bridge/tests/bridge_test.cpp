@@ -1,0 +1,222 @@
+// The Python bridge on python/tests/tiny_run.py: a Python recipe driven through tc::Run computes
+// what the same Python does on its own, shares its tensors, reports its errors at the user's line,
+// and lacks a probe the way a C++ recipe does.
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <ATen/ATen.h>
+
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
+#include "python/bridge/interpreter.h"
+#include "python/bridge/loader.h"
+#include "python/bridge/python_run.h"
+
+namespace py = pybind11;
+
+namespace tc::python {
+namespace {
+
+const std::string kTiny = std::string(TC_SOURCE_DIR) + "/python/tests/tiny_run.py";
+constexpr int64_t kSeed = 7;
+constexpr int kSteps = 6;  // more than one epoch of tiny_run's 4 batches: the wrap-around is covered
+
+std::unique_ptr<Run> make(Registry& reg, const std::string& spec) {
+  const PythonRecipe r = load_python_recipe(spec, reg);
+  return reg.find_recipe(r.name)->make();
+}
+
+RunOptions options() {
+  RunOptions o;
+  o.seed = kSeed;
+  return o;
+}
+
+// The message of what `fn` throws as E (empty when it throws nothing).
+template <class E, class Fn>
+std::string message_of(Fn fn) {
+  try {
+    fn();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A C++ recipe with no probe: what tc::Run's defaults say.
+class BareRun : public Run {
+ public:
+  void setup(const RunOptions&) override {}
+  StepRecord train_step() override { return {}; }
+  EvalResult evaluate() override { return {}; }
+  void save_checkpoint(const std::string&) override {}
+  void load_checkpoint(const std::string&) override {}
+  int64_t steps_per_epoch() const override { return 1; }
+  NamedTensors parameters() const override { return {}; }
+  NamedTensors buffers() const override { return {}; }
+  NamedTensors optimizer_state() const override { return {}; }
+};
+
+TEST(PythonBridge, RegistersTheClassUnderItsSnakeCaseNameOrTheGivenOne) {
+  Registry reg;
+  const PythonRecipe r = load_python_recipe(kTiny + ":TinyRun", reg);
+  EXPECT_EQ(r.name, "tiny_run");
+  EXPECT_EQ(r.spec, kTiny + ":TinyRun");
+  const RecipeInfo* info = reg.find_recipe("tiny_run");
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->file, kTiny);
+  EXPECT_GT(info->line, 0);
+  EXPECT_EQ(info->role(), Role::kSubject);  // a user's recipe: a subject under test
+  EXPECT_EQ(info->description, "A linear classifier trained with SGD (the bridge's tests).");
+  EXPECT_EQ(load_python_recipe(kTiny + ":TinyRun=tiny_again", reg).name, "tiny_again");
+  // A second registration under a taken name is refused, as for a C++ recipe.
+  EXPECT_THROW(load_python_recipe(kTiny + ":TinyRun", reg), std::invalid_argument);
+}
+
+TEST(PythonBridge, RefusesABadSpecWithASentence) {
+  Registry reg;
+  EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipe("no_colon.py", reg); }).find("is not FILE.py:CLASS"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipe(kTiny + ":Nope", reg); }).find("'Nope' in"),
+            std::string::npos);
+  EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipe("/nonexistent/x.py:X", reg); })
+                .find("no such Python file"),
+            std::string::npos);
+  EXPECT_TRUE(reg.recipes().empty());
+}
+
+// The line of `file` holding `marker` (0: none).
+int line_of(const std::string& file, const std::string& marker) {
+  std::ifstream in(file);
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
+    if (text.find(marker) != std::string::npos) return n;
+  }
+  return 0;
+}
+
+TEST(PythonBridge, AnErrorWhileImportingTheFileNamesItsLine) {
+  const std::string file = std::string(TC_SOURCE_DIR) + "/python/tests/broken_at_import.py";
+  const int line = line_of(file, "raise RuntimeError(\"broken at import\")");
+  ASSERT_GT(line, 0);
+  Registry reg;
+  const std::string msg = message_of<std::invalid_argument>([&] { load_python_recipe(file + ":NeverRun", reg); });
+  EXPECT_NE(msg.find("RuntimeError: broken at import"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(file + ":" + std::to_string(line)), std::string::npos) << msg;
+  EXPECT_TRUE(reg.recipes().empty());
+}
+
+TEST(PythonBridge, TrainStepLossesEqualThePythonLoopBitwise) {
+  Registry reg;
+  auto run = make(reg, kTiny + ":TinyRun");
+  run->setup(options());
+  std::vector<double> through_bridge;
+  for (int i = 0; i < kSteps; ++i) {
+    const StepRecord s = run->train_step();
+    EXPECT_EQ(s.step, i);
+    EXPECT_TRUE(s.training_mode);
+    through_bridge.push_back(s.loss);
+  }
+  std::vector<double> plain;
+  {
+    py::gil_scoped_acquire gil;
+    plain = py::module_::import("tiny_run").attr("plain_losses")(kSeed, kSteps).cast<std::vector<double>>();
+  }
+  ASSERT_EQ(through_bridge.size(), plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(through_bridge[i], plain[i]) << "step " << i;
+  EXPECT_EQ(run->steps_per_epoch(), 4);
+}
+
+TEST(PythonBridge, ParametersAreThePythonModulesTensorsWithoutACopy) {
+  Registry reg;
+  auto run = make(reg, kTiny + ":TinyRun");
+  run->setup(options());
+  const NamedTensors params = run->parameters();
+  ASSERT_EQ(params.size(), 2u);
+  EXPECT_EQ(params[0].first, "weight");
+  EXPECT_EQ(params[1].first, "bias");
+  const auto* python_run = dynamic_cast<PythonRun*>(run.get());
+  ASSERT_NE(python_run, nullptr);
+  int64_t python_ptr = 0;
+  {
+    py::gil_scoped_acquire gil;
+    python_ptr = python_run->object().attr("model").attr("weight").attr("data_ptr")().cast<int64_t>();
+  }
+  EXPECT_EQ(reinterpret_cast<int64_t>(params[0].second.data_ptr()), python_ptr);
+  // One tensor: a change made from C++ is what Python reads.
+  {
+    at::NoGradGuard no_grad;
+    params[1].second.fill_(0.25);
+  }
+  py::gil_scoped_acquire gil;
+  EXPECT_EQ(python_run->object().attr("model").attr("bias").attr("sum")().attr("item")().cast<double>(),
+            0.25 * static_cast<double>(params[1].second.numel()));
+}
+
+TEST(PythonBridge, APythonExceptionNamesTheUsersFileAndLine) {
+  const int line = line_of(kTiny, "raise ValueError(\"the step fell over\")");
+  ASSERT_GT(line, 0);
+  Registry reg;
+  auto run = make(reg, kTiny + ":FailingRun");
+  run->setup(options());
+  const std::string msg = message_of<std::runtime_error>([&] { run->train_step(); });
+  EXPECT_NE(msg.find("train_step() raised ValueError: the step fell over"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(kTiny + ":" + std::to_string(line) + " in helper"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(" in train_step"), std::string::npos) << msg;  // and what called it
+}
+
+TEST(PythonBridge, AMissingProbeIsWhatTheCppBaseSays) {
+  Registry reg;
+  auto run = make(reg, kTiny + ":TinyRun");
+  run->setup(options());
+  BareRun bare;
+  const at::Tensor x = run->example_input(2);  // provided by TinyRun
+  EXPECT_EQ(x.size(0), 2);
+  const std::string python = message_of<ProbeNotProvided>([&] { run->predict(x); });
+  EXPECT_FALSE(python.empty());
+  EXPECT_EQ(python, message_of<ProbeNotProvided>([&] { bare.predict(x); }));
+  EXPECT_EQ(message_of<ProbeNotProvided>([&] { run->clip_norm(); }),
+            message_of<ProbeNotProvided>([&] { bare.clip_norm(); }));
+  EXPECT_EQ(message_of<ProbeNotProvided>([&] { run->declared_init(); }),
+            message_of<ProbeNotProvided>([&] { bare.declared_init(); }));
+  EXPECT_FALSE(message_of<ProbeNotProvided>([&] { run->optimizer(); }).empty());
+  EXPECT_FALSE(message_of<ProbeNotProvided>([&] { run->bare_model(); }).empty());
+}
+
+TEST(PythonBridge, ACheckpointResumesTheRunAndEvaluateGivesItsLogits) {
+  Registry reg;
+  auto a = make(reg, kTiny + ":TinyRun");
+  a->setup(options());
+  a->train_step();
+  const std::string path = ::testing::TempDir() + "tiny_run_checkpoint.pt";
+  a->save_checkpoint(path);
+  const double next = a->train_step().loss;
+  auto b = reg.find_recipe("tiny_run")->make();
+  b->setup(options());
+  b->load_checkpoint(path);
+  EXPECT_EQ(b->train_step().loss, next);
+  const EvalResult e = b->evaluate();
+  ASSERT_TRUE(e.logits.defined());
+  EXPECT_EQ(e.logits.dim(), 2);
+  EXPECT_GE(e.accuracy, 0.0);
+  EXPECT_LE(e.accuracy, 1.0);
+}
+
+TEST(PythonBridge, TheGilIsHeldOnlyInsideACall) {
+  Registry reg;
+  auto run = make(reg, kTiny + ":TinyRun");
+  run->setup(options());
+  // Another thread gets through: this one holds no GIL between calls.
+  double loss = 0.0;
+  std::thread other([&] { loss = run->train_step().loss; });
+  other.join();
+  EXPECT_GT(loss, 0.0);
+  EXPECT_EQ(PyGILState_Check(), 0);
+}
+
+}  // namespace
+}  // namespace tc::python

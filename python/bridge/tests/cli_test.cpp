@@ -1,0 +1,110 @@
+// `torchconform run --python FILE.py:Class[=name]` end to end: the command line loads the Python
+// recipe through the contract's hook (harness/contract/python_loader.h), the runner drives it
+// through a check registered here, and the report says what happened: a pass, the Python error with
+// the user's file:line as a failing cell's evidence, a missing probe as a skipped cell.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness/cli.h"
+#include "harness/contract/registry.h"
+#include "harness/contract/run.h"
+#include "harness/report_json.h"
+
+namespace tc {
+namespace {
+
+const std::string kTiny = std::string(TC_SOURCE_DIR) + "/python/tests/tiny_run.py";
+
+// One train step, and what the check was handed to start the binary again.
+CheckResult check_python_smoke(const CheckContext& ctx) {
+  auto run = ctx.make_run();
+  RunOptions o;
+  o.seed = ctx.seed;
+  run->setup(o);
+  nlohmann::json m;
+  m["loss"] = run->train_step().loss;
+  m["python_specs"] = ctx.python_specs;
+  return CheckResult::pass("trained one step", m);
+}
+TC_CHECK(python_smoke, "a Python recipe trains through the command line")->Promise("trains");
+
+// Needs a probe tiny_run does not provide: skipped, as for a C++ recipe without it.
+CheckResult check_python_needs_predict(const CheckContext& ctx) {
+  auto run = ctx.make_run();
+  RunOptions o;
+  o.seed = ctx.seed;
+  run->setup(o);
+  run->predict(run->example_input(1));
+  return CheckResult::pass("predicted");
+}
+TC_CHECK(python_needs_predict, "a check needing predict()")->Promise("predicts");
+
+// `torchconform run ...` in this process; returns the exit code and reads the report.
+int run_cli(std::vector<std::string> args, Report* report) {
+  const std::string json = ::testing::TempDir() + "python_cli_" + std::to_string(getpid()) + ".json";
+  args.insert(args.begin(), {"torchconform", "run", "--device", "cpu"});
+  args.insert(args.end(), {"--json", json, "--html", ""});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  const int rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  if (report != nullptr) *report = read_report_file(json);
+  return rc;
+}
+
+TEST(PythonCli, RunsAPythonRecipeAndPassesItsSpecOnAbsolute) {
+  const std::string cwd = get_current_dir_name();
+  ASSERT_EQ(chdir(TC_SOURCE_DIR), 0);  // a spec relative to the working directory
+  Report r;
+  const int rc = run_cli({"--python", "python/tests/tiny_run.py:TinyRun=tiny_cli", "--check", "python_smoke",
+                          "--recipe", "tiny_cli"}, &r);
+  ASSERT_EQ(chdir(cwd.c_str()), 0);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].verdict, Verdict::kOk) << r.cells[0].evidence;
+  EXPECT_EQ(r.cells[0].role, Role::kSubject);
+  EXPECT_GT(r.cells[0].metrics["loss"].get<double>(), 0.0);
+  EXPECT_EQ(r.cells[0].metrics["python_specs"], nlohmann::json::array({kTiny + ":TinyRun=tiny_cli"}));
+}
+
+TEST(PythonCli, APythonErrorIsTheFailingCellsEvidenceWithTheUsersLine) {
+  Report r;
+  EXPECT_EQ(run_cli({"--python", kTiny + ":FailingRun=failing_cli", "--check", "python_smoke", "--recipe",
+                     "failing_cli"}, &r), 1);
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].verdict, Verdict::kFail);
+  EXPECT_NE(r.cells[0].evidence.find("ValueError: the step fell over"), std::string::npos) << r.cells[0].evidence;
+  EXPECT_NE(r.cells[0].evidence.find(kTiny + ":"), std::string::npos) << r.cells[0].evidence;
+}
+
+TEST(PythonCli, AMissingProbeSkipsTheCell) {
+  Report r;
+  EXPECT_EQ(run_cli({"--python", kTiny + ":TinyRun=tiny_probe", "--check", "python_needs_predict", "--recipe",
+                     "tiny_probe"}, &r), 77);
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].verdict, Verdict::kSkipped);
+  EXPECT_NE(r.cells[0].evidence.find("does not provide predict()"), std::string::npos) << r.cells[0].evidence;
+}
+
+TEST(PythonCli, ABadSpecIsBadUsage) {
+  EXPECT_EQ(run_cli({"--python", kTiny + ":NoSuchClass", "--check", "python_smoke"}, nullptr), 2);
+  EXPECT_EQ(run_cli({"--python", "not-a-spec", "--check", "python_smoke"}, nullptr), 2);
+}
+
+TEST(PythonCli, RunHelpDocumentsTheOptionAndTheVenv) {
+  std::vector<std::string> args = {"torchconform", "run", "--help"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  const std::string help = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(help.find("--python"), std::string::npos) << help;
+  EXPECT_NE(help.find("TORCHCONFORM_VENV"), std::string::npos) << help;
+}
+
+}  // namespace
+}  // namespace tc
