@@ -33,7 +33,8 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
                             {"breaks", r.breaks},
                             {"control", r.control},
                             {"role", to_string(r.role())},
-                            {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)}});
+                            {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)},
+                            {"language", r.language.empty() ? "c++" : r.language}});
   }
   j["devices"] = {{"cpu", true}, {"cuda", cuda_devices > 0}};
   return j;
@@ -69,6 +70,7 @@ std::string render_catalogue_text(const Registry& reg, int cuda_devices) {
     } else {
       os << "  (a subject under test: its failing cells are findings)";
     }
+    if (!r.language.empty()) os << "  [" << r.language << "]";
     os << "\n      " << r.description << '\n';
   }
   os << "\ndevices:\n  cpu   available\n  cuda  "

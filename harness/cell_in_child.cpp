@@ -20,6 +20,10 @@ CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) 
     launch.argv.push_back(a);
   }
   launch.argv.insert(launch.argv.end(), spec.extra.begin(), spec.extra.end());
+  for (const std::string& python : ctx.python_specs) {  // a Python recipe is known there only when loaded again
+    launch.argv.push_back("--python");
+    launch.argv.push_back(python);
+  }
   if (ctx.quick) launch.argv.push_back("--quick");
   if (ctx.sweep) launch.argv.push_back("--sweep");
   launch.log_path = log;

@@ -37,7 +37,7 @@ struct CellFromChild {
   std::string log_tail; // the end of its output (the scratch directory is gone by then)
 };
 
-// Runs ctx's cell (check, recipe, device, seed, --quick, --sweep) in a child and returns the cell
+// Runs ctx's cell (check, recipe, device, seed, --quick, --sweep, each --python spec) in a child and returns the cell
 // its report holds. Throws HarnessError, with the child's output's tail, when it timed out, wrote no
 // readable report, or reported no such cell; the cell's own verdict is the caller's to read.
 CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx);

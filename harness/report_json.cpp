@@ -12,16 +12,18 @@ namespace tc {
 using nlohmann::json;
 
 json cell_to_json(const Cell& c) {
-  return {{"check", c.check},
-          {"recipe", c.recipe},
-          {"role", to_string(c.role)},
-          {"device", c.device},
-          {"expected", to_string(c.expected)},
-          {"outcome", to_string(c.outcome)},
-          {"verdict", to_string(c.verdict)},
-          {"evidence", c.evidence},
-          {"metrics", c.metrics},
-          {"duration_s", c.duration_s}};
+  json j = {{"check", c.check},
+            {"recipe", c.recipe},
+            {"role", to_string(c.role)},
+            {"device", c.device},
+            {"expected", to_string(c.expected)},
+            {"outcome", to_string(c.outcome)},
+            {"verdict", to_string(c.verdict)},
+            {"evidence", c.evidence},
+            {"metrics", c.metrics},
+            {"duration_s", c.duration_s}};
+  if (!c.language.empty()) j["language"] = c.language;  // absent: C++ (every report before Python recipes)
+  return j;
 }
 
 Cell cell_from_json(const json& j) {
@@ -38,6 +40,7 @@ Cell cell_from_json(const json& j) {
   c.evidence = j.at("evidence").get<std::string>();
   c.metrics = j.at("metrics");
   c.duration_s = j.at("duration_s").get<double>();
+  if (j.contains("language")) c.language = j.at("language").get<std::string>();
   return c;
 }
 

@@ -121,24 +121,10 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
   return cells;
 }
 
-Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
-  Cell cell;
-  cell.check = planned.check->name;
-  cell.recipe = planned.recipe->name;
-  cell.device = planned.device.name;
-  cell.role = planned.recipe->role();
-  cell.expected = registry.expected(cell.check, cell.recipe);
-  if (!planned.device.available) {
-    cell.verdict = Verdict::kSkipped;
-    cell.evidence = planned.device.reason;
-    return cell;
-  }
-  if (cell.expected == Expected::kFail && planned.recipe->needs == "cuda" && !plan.cuda_present) {
-    cell.verdict = Verdict::kSkipped;
-    cell.evidence = "'" + cell.recipe + "' can only be caught where a CUDA device exists (on a "
-                    "machine with one device kind every tensor is on it); this machine has none";
-    return cell;
-  }
+namespace {
+
+// What the check gets for this cell.
+CheckContext context_for(const Cell& cell, const PlannedCell& planned, const RunPlan& plan) {
   CheckContext ctx;
   ctx.check = cell.check;
   ctx.recipe = cell.recipe;
@@ -159,35 +145,95 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
       return run_part_in_fresh_process(exe, c, part);
     };
   }
+  return ctx;
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    CheckResult result = planned.check->multi_process() && !plan.worker
-                             ? launch_multi_process_cell(planned, plan, ctx)
-                             : planned.check->fn(ctx);
-    cell.outcome = result.outcome;
-    cell.evidence = std::move(result.evidence);
-    cell.metrics = std::move(result.metrics);
-    // A multi-process check names its world, e.g. "cpu×2" (2 ranks on the CPU).
-    if (cell.metrics.is_object() && cell.metrics.contains("device_label") &&
-        cell.metrics["device_label"].is_string()) {
-      cell.device = cell.metrics["device_label"].get<std::string>();
+// The verdict on what the check returned.
+void judge_returned(Cell& cell, const PlannedCell& planned, CheckResult result) {
+  cell.outcome = result.outcome;
+  cell.evidence = std::move(result.evidence);
+  cell.metrics = std::move(result.metrics);
+  // A multi-process check names its world, e.g. "cpu×2" (2 ranks on the CPU).
+  if (cell.metrics.is_object() && cell.metrics.contains("device_label") && cell.metrics["device_label"].is_string()) {
+    cell.device = cell.metrics["device_label"].get<std::string>();
+  }
+  cell.verdict = judge(cell.expected, cell.outcome, cell.role);
+  if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
+  // A targeted variant is caught only by a promise of the check breaking, never by a failure
+  // that names none (a bug in the check, a timeout, a driver error would read as a catch).
+  if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail &&
+      !breaks_a_registered_promise(*planned.check, cell.metrics)) {
+    cell.verdict = Verdict::kError;
+    cell.evidence = kNotACatch + cell.evidence;
+  } else if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail) {
+    const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
+    if (!other.empty()) {
+      cell.verdict = Verdict::kMissed;
+      cell.evidence = other + cell.evidence;
     }
-    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
-    if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
-    // A targeted variant is caught only by a promise of the check breaking, never by a failure
-    // that names none (a bug in the check, a timeout, a driver error would read as a catch).
-    if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail &&
-        !breaks_a_registered_promise(*planned.check, cell.metrics)) {
-      cell.verdict = Verdict::kError;
-      cell.evidence = kNotACatch + cell.evidence;
-    } else if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail) {
+  }
+}
+
+// The verdict when the recipe threw while being checked: the recipe failing, and the error its
+// evidence. For a targeted variant it is a catch only where the check declares that error its detection.
+void judge_thrown(Cell& cell, const Registry& registry, const PlannedCell& planned, const std::string& text) {
+  cell.outcome = Outcome::kFail;
+  cell.verdict = judge(cell.expected, cell.outcome, cell.role);
+  cell.evidence = "recipe threw: " + text;
+  if (const ThrownDetection* d = declared_detection(*planned.check, text)) {
+    cell.metrics["promises"] = nlohmann::json::array(
+        {{{"id", d->promise}, {"status", "broken"}, {"evidence", "threw the error it detects: " + text}}});
+    cell.evidence = "- threw the error " + cell.check + " detects (" + d->promise + "): " + text;
+    if (cell.expected == Expected::kFail) {
       const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
       if (!other.empty()) {
         cell.verdict = Verdict::kMissed;
         cell.evidence = other + cell.evidence;
       }
     }
+  } else if (cell.expected == Expected::kFail) {
+    cell.verdict = Verdict::kError;
+    cell.evidence = kNotACatch + cell.evidence;
+  }
+  // Another check declares this error its detection: that check owns the practice the recipe
+  // breaks (the summary says so once, not each cell).
+  for (const CheckInfo& owner : registry.checks()) {
+    if (owner.name == cell.check) continue;
+    if (const ThrownDetection* d = declared_detection(owner, text)) {
+      cell.metrics["error_owned_by"] = {{"check", owner.name}, {"promise", d->promise},
+                                        {"message_contains", d->message_contains}};
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
+  Cell cell;
+  cell.check = planned.check->name;
+  cell.recipe = planned.recipe->name;
+  cell.device = planned.device.name;
+  cell.role = planned.recipe->role();
+  cell.language = planned.recipe->language;
+  cell.expected = registry.expected(cell.check, cell.recipe);
+  if (!planned.device.available) {
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = planned.device.reason;
+    return cell;
+  }
+  if (cell.expected == Expected::kFail && planned.recipe->needs == "cuda" && !plan.cuda_present) {
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = "'" + cell.recipe + "' can only be caught where a CUDA device exists (on a "
+                    "machine with one device kind every tensor is on it); this machine has none";
+    return cell;
+  }
+  const CheckContext ctx = context_for(cell, planned, plan);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    judge_returned(cell, planned,
+                   planned.check->multi_process() && !plan.worker ? launch_multi_process_cell(planned, plan, ctx)
+                                                                  : planned.check->fn(ctx));
   } catch (const SkipCell& e) {
     // A variant the check must catch is never skipped from inside the check (a missing probe, a
     // precondition): its cell would read as skipped while nothing caught it. Only the runner skips
@@ -204,45 +250,14 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     cell.verdict = Verdict::kError;
     cell.evidence = std::string("harness error: ") + e.what();
   } catch (const std::exception& e) {
-    // The recipe threw while being checked: the recipe failing, and the error its evidence. For a
-    // targeted variant it is a catch only where the check declares that error its detection.
-    const std::string text = error_text(e);
-    cell.outcome = Outcome::kFail;
-    cell.verdict = judge(cell.expected, cell.outcome, cell.role);
-    cell.evidence = "recipe threw: " + text;
-    if (const ThrownDetection* d = declared_detection(*planned.check, text)) {
-      cell.metrics["promises"] = nlohmann::json::array(
-          {{{"id", d->promise}, {"status", "broken"}, {"evidence", "threw the error it detects: " + text}}});
-      cell.evidence = "- threw the error " + cell.check + " detects (" + d->promise + "): " + text;
-      if (cell.expected == Expected::kFail) {
-        const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
-        if (!other.empty()) {
-          cell.verdict = Verdict::kMissed;
-          cell.evidence = other + cell.evidence;
-        }
-      }
-    } else if (cell.expected == Expected::kFail) {
-      cell.verdict = Verdict::kError;
-      cell.evidence = kNotACatch + cell.evidence;
-    }
-    // Another check declares this error its detection: that check owns the practice the recipe
-    // breaks (the summary says so once, not each cell).
-    for (const CheckInfo& owner : registry.checks()) {
-      if (owner.name == cell.check) continue;
-      if (const ThrownDetection* d = declared_detection(owner, text)) {
-        cell.metrics["error_owned_by"] = {{"check", owner.name}, {"promise", d->promise},
-                                          {"message_contains", d->message_contains}};
-        break;
-      }
-    }
+    judge_thrown(cell, registry, planned, error_text(e));
   } catch (...) {
     cell.outcome = Outcome::kFail;
     cell.verdict = cell.expected == Expected::kFail ? Verdict::kError : judge(cell.expected, cell.outcome, cell.role);
     cell.evidence = std::string(cell.expected == Expected::kFail ? kNotACatch : "") +
                     "recipe threw a non-standard exception";
   }
-  cell.duration_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return cell;
 }
 

@@ -10,6 +10,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "harness/contract/python_loader.h"
 #include "harness/environment.h"
 #include "harness/util/atomic_file.h"
 #include "harness/version.h"
@@ -88,5 +89,24 @@ int guarded(const std::function<int()>& command) {
     return kExitUsage;
   }
 }
+
+std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs) {
+  std::vector<std::string> loaded;
+  if (specs.empty()) return loaded;
+  const PythonLoader* load = python_loader();
+  if (load == nullptr) {
+    throw UsageError("--python: this torchconform was built without the Python bridge (python/CMakeLists.txt says "
+                     "why at configure time)");
+  }
+  for (const std::string& spec : specs) {
+    try {
+      loaded.push_back((*load)(spec).spec);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  return loaded;
+}
+
 
 }  // namespace tc::cli

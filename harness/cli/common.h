@@ -20,6 +20,11 @@ namespace tc::cli {
 constexpr int kExitUsage = 2;
 
 // Bad usage or bad input: the message, and exit 2 (guarded() is the one catch).
+// --python: each spec's recipe loaded and registered in Registry::global() (before the registry is
+// validated); returns the specs with absolute files, for the processes a check starts again. A spec
+// the bridge refuses, or a binary without the bridge: UsageError.
+std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs);
+
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -1,5 +1,8 @@
-// `torchconform list [--json]`: the catalogue (checks, recipes, which checks must catch each broken
-// variant, devices). Exit 0.
+// `torchconform list [--json] [--python SPEC]...`: the catalogue (checks, recipes, which checks must
+// catch each broken variant, their language, devices). Exit 0; 2 for a --python spec refused.
+#include <string>
+#include <vector>
+
 #include <iostream>
 #include <memory>
 
@@ -14,10 +17,13 @@ namespace tc::cli {
 
 Command add_list(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
+  auto python = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand("list", "List checks, recipes (and which checks must catch each "
                                          "broken variant) and devices. Exit 0");
   sub->add_flag("--json", *as_json, "Print the catalogue as JSON");
-  return {sub, [as_json] {
+  sub->add_option("--python", *python, "Also list this Python recipe, FILE.py:CLASS[=NAME] (as `run --python`); repeatable");
+  return {sub, [as_json, python] {
+            load_python_recipes(*python);
             const Registry& reg = Registry::global();
             const int gpus = cuda_available() ? cuda_device_count() : 0;
             if (*as_json) {

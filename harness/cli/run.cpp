@@ -63,26 +63,6 @@ std::vector<std::string> checks_for_this_process(const Registry& reg, const RunP
   return kept;
 }
 
-// --python: each spec's recipe loaded and registered (before the registry is validated and the
-// cells planned); returns the specs with absolute files, for the processes a check starts again.
-std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs) {
-  std::vector<std::string> loaded;
-  if (specs.empty()) return loaded;
-  const PythonLoader* load = python_loader();
-  if (load == nullptr) {
-    throw UsageError("--python: this torchconform was built without the Python bridge (python/CMakeLists.txt says "
-                     "why at configure time)");
-  }
-  for (const std::string& spec : specs) {
-    try {
-      loaded.push_back((*load)(spec).spec);
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
-  }
-  return loaded;
-}
-
 // The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
 RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string> python_specs) {
   for (const std::string& p : reg.validate()) throw UsageError(p);

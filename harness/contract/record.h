@@ -42,6 +42,7 @@ struct Cell {
   std::string recipe;
   std::string device;
   Role role = Role::kReference;
+  std::string language;  // the recipe's language: "python" for a `run --python` recipe; empty: C++
   Expected expected = Expected::kAny;
   Outcome outcome = Outcome::kNone;
   Verdict verdict = Verdict::kError;

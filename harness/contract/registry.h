@@ -161,6 +161,8 @@ struct RecipeInfo {
   // The promises it breaks by construction, per targeted check (->Breaks). Where given for a check,
   // its cell there is caught only when one of them breaks.
   std::map<std::string, std::vector<std::string>> breaks;
+  // "python" for a recipe loaded with `run --python` (harness/contract/python_loader.h); empty: C++.
+  std::string language;
 
   bool is_variant() const { return !targets.empty(); }
   // The promises of `check` it declares it breaks; null where it declares none there.

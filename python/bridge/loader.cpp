@@ -1,6 +1,9 @@
 #include "python/bridge/loader.h"
 
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 #include <stdexcept>
 
 #include "python/bridge/interpreter.h"
@@ -30,6 +33,13 @@ PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
       info.file = loaded[3].cast<std::string>();
       info.line = loaded[4].cast<int>();
       absolute = loaded[5].cast<std::string>();
+      info.language = "python";
+      // A broken variant declares what must catch it, as TC_RECIPE's ->MustBeCaughtBy, ->Breaks
+      // and ->Needs do (torchconform.Run's class attributes; Registry::validate checks the names).
+      info.targets = cls->attr("must_be_caught_by").cast<std::vector<std::string>>();
+      info.breaks = cls->attr("breaks").cast<std::map<std::string, std::vector<std::string>>>();
+      const py::object needs = cls->attr("needs");
+      if (!needs.is_none()) info.needs = needs.cast<std::string>();
       info.make = [cls]() -> std::unique_ptr<Run> {
         py::gil_scoped_acquire gil;
         try {

@@ -104,3 +104,10 @@ class FailingRun(TinyRun):
 
     def helper(self):
         raise ValueError("the step fell over")  # FAILING_LINE: the test finds this line's number
+
+
+class DeclaredVariant(TinyRun):
+    """a variant that declares what must catch it, and breaks nothing (the tests' check cannot catch it)"""
+
+    must_be_caught_by = ("python_smoke",)
+    breaks = {"python_smoke": ("trains",)}

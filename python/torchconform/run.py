@@ -90,6 +90,14 @@ class Run:
 
     name: Optional[str] = None
     description: Optional[str] = None
+    must_be_caught_by: Tuple[str, ...] = ()
+    """A deliberately broken variant: the checks that must catch it (``->MustBeCaughtBy``); empty for
+    correct code. Its cells there are ``ok`` only when caught."""
+    breaks: Mapping[str, Tuple[str, ...]] = {}
+    """Per targeted check, the promises it breaks by construction (``->Breaks``): caught only by one
+    of them."""
+    needs: Optional[str] = None
+    """``"cuda"`` when the broken practice can only show where a CUDA device exists (``->Needs``)."""
 
     # --- required ------------------------------------------------------------------------------
     def setup(self, options: RunOptions) -> None:

@@ -89,6 +89,36 @@ TEST(PythonCli, AMissingProbeSkipsTheCell) {
   EXPECT_NE(r.cells[0].evidence.find("does not provide predict()"), std::string::npos) << r.cells[0].evidence;
 }
 
+// A Python class declaring what must catch it is a variant, judged as a C++ one: python_smoke cannot
+// catch it, so its cell is `missed` (exit 1); `list --python` shows its targets and its language, and
+// every cell of a Python recipe says "python".
+TEST(PythonCli, APythonVariantIsJudgedAsAVariantAndItsLanguageIsReported) {
+  Report r;
+  EXPECT_EQ(run_cli({"--python", kTiny + ":DeclaredVariant=declared_cli", "--check", "python_smoke", "--recipe",
+                     "declared_cli"}, &r), 1);
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].role, Role::kVariant);
+  EXPECT_EQ(r.cells[0].expected, Expected::kFail);
+  EXPECT_EQ(r.cells[0].verdict, Verdict::kMissed) << r.cells[0].evidence;
+  EXPECT_EQ(r.cells[0].language, "python");
+
+  std::vector<std::string> args = {"torchconform", "list", "--json", "--python", kTiny + ":DeclaredVariant=declared_list"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  ASSERT_EQ(cli_main(static_cast<int>(argv.size()), argv.data()), 0);
+  const nlohmann::json catalogue = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
+  bool seen = false;
+  for (const nlohmann::json& recipe : catalogue["recipes"]) {
+    if (recipe["name"] != "declared_list") continue;
+    seen = true;
+    EXPECT_EQ(recipe["targets"], nlohmann::json::array({"python_smoke"}));
+    EXPECT_EQ(recipe["breaks"]["python_smoke"], nlohmann::json::array({"trains"}));
+    EXPECT_EQ(recipe["language"], "python");
+  }
+  EXPECT_TRUE(seen) << catalogue.dump();
+}
+
 TEST(PythonCli, ABadSpecIsBadUsage) {
   EXPECT_EQ(run_cli({"--python", kTiny + ":NoSuchClass", "--check", "python_smoke"}, nullptr), 2);
   EXPECT_EQ(run_cli({"--python", "not-a-spec", "--check", "python_smoke"}, nullptr), 2);
