@@ -149,27 +149,48 @@ void no_autograd_graph(const Evaluated& v, Findings& out) {
   }
 }
 
-// The next epoch must train in train mode: the recipe says so, and BatchNorm's running
-// statistics move (they only do in training mode).
+// Normalisation layers' running statistics (BatchNorm's, InstanceNorm's with tracking), by
+// PyTorch's buffer names: they move only in training mode. Other buffers (a fixed positional
+// table, a mask) never move and say nothing about the mode.
+NamedTensors running_statistics(const NamedTensors& buffers) {
+  auto ends_with = [](const std::string& s, const std::string& tail) {
+    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  NamedTensors out;
+  for (const auto& [name, t] : buffers) {
+    if (ends_with(name, "running_mean") || ends_with(name, "running_var")) out.emplace_back(name, t);
+  }
+  return out;
+}
+
+// The next epoch must train in train mode: the recipe says so, and the running statistics of its
+// normalisation layers move (they only do in training mode), where it has any.
 void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
   const int64_t spe = run.steps_per_epoch();
-  const NamedTensors before_epoch = snapshot(run.buffers());
+  const NamedTensors before_epoch = snapshot(running_statistics(run.buffers()));
   int64_t eval_mode_steps = 0;
   for (int64_t i = 0; i < spe; ++i) {
     const StepRecord r = run.train_step();
     losses.push_back(r.loss);
     if (!r.training_mode) ++eval_mode_steps;
   }
-  const bool stats_moved = first_tensor_difference(before_epoch, snapshot(run.buffers())).has_value();
+  const bool has_stats = !before_epoch.empty();
+  const bool stats_moved =
+      has_stats && first_tensor_difference(before_epoch, snapshot(running_statistics(run.buffers()))).has_value();
   out.metrics()["next_epoch_eval_mode_steps"] = eval_mode_steps;
-  out.metrics()["next_epoch_running_stats_moved"] = stats_moved;
-  if (eval_mode_steps > 0 || !stats_moved) {
+  out.metrics()["next_epoch_running_stats_moved"] = has_stats ? nlohmann::json(stats_moved) : nlohmann::json(nullptr);
+  if (eval_mode_steps > 0 || (has_stats && !stats_moved)) {
     out.broken("train_mode_restored", "the epoch after evaluation trained in eval mode: " +
                                           std::to_string(eval_mode_steps) + " of " + std::to_string(spe) +
-                                          " steps had model.is_training() false; BatchNorm running stats " +
-                                          (stats_moved ? "moved" : "did not move"));
-  } else {
+                                          " steps had model.is_training() false; " +
+                                          (has_stats ? std::string("BatchNorm running stats ") +
+                                                           (stats_moved ? "moved" : "did not move")
+                                                     : std::string("the model has no running statistics")));
+  } else if (has_stats) {
     out.held("train_mode_restored", "next epoch trained in train mode with BatchNorm stats moving");
+  } else {
+    out.held("train_mode_restored", "next epoch trained in train mode (every step's training_mode; the model "
+                                    "has no running statistics, so none could be seen moving)");
   }
 }
 
