@@ -345,14 +345,14 @@ add_test(NAME example.user_recipe
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
 # COST: its 2 minutes (install, a build, every check) start first in a fresh CTest.
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 COST 120)
-# The previous release's user project (examples/compat/user_recipe-0.2, frozen) against this build.
-add_test(NAME compat.user_recipe_0_2
+# The previous release's user project (examples/compat/user_recipe-0.3, frozen) against this build.
+add_test(NAME compat.user_recipe_0_3
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-                 -DWORK=${TC_TEST_OUT}/compat_0_2 -DGENERATOR=${CMAKE_GENERATOR}
+                 -DWORK=${TC_TEST_OUT}/compat_0_3 -DGENERATOR=${CMAKE_GENERATOR}
                  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
-set_tests_properties(compat.user_recipe_0_2 PROPERTIES LABELS example TIMEOUT 1500 COST 110)
+set_tests_properties(compat.user_recipe_0_3 PROPERTIES LABELS example TIMEOUT 1500 COST 110)
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
 # One executable per layer, each with its corruption corpus (2,000 files, each read in a forked
