@@ -1,0 +1,538 @@
+"""The seeds' "Pass:" code assembled into one Python recipe: the Python twin of the C++ reference.
+
+``torchconform run --python python/reference/reference.py:PythonReference`` (recipe ``py_reference``).
+
+It mirrors ``tc::ref::ReferenceRun`` (reference/reference_run.cpp, data.cpp, model.cpp) part for part:
+
+- data: the same synthetic images (96 train, 64 held out, 4 classes, 3x16x16, data seeds 20240601
+  and 777, drawn with the same torch generator calls), batch 16 with drop_last (6 steps an epoch),
+  held-out batches of 32;
+- the loader: a ``torch.utils.data.DataLoader`` over the training set with workers (the count from
+  the machine, as ``default_workers``: one per core minus the training thread's, 1..8),
+  ``worker_init_fn``, a seeded ``generator``, ``persistent_workers``, ``prefetch_factor=4``,
+  ``pin_memory`` + ``non_blocking`` on CUDA. Its sampler is the C++ ``SeededSampler``: it shuffles
+  with the loader's own seeded generator at the top of each epoch (``set_epoch``), draws the epoch's
+  augmentation seed from it, and keeps its position so that a checkpoint resumes mid-epoch exactly.
+  Each batch is augmented on a worker from a seed of its own (``batch_seed``: splitmix64 of the
+  epoch's seed and the batch's position), so a batch is the same on any worker and after a resume;
+  the flips and shifts draw from ``MT19937_64`` below, an exact port of libstdc++'s
+  ``std::mt19937_64`` with its ``bernoulli_distribution`` and ``uniform_int_distribution``, the gain
+  and the noise from a torch generator seeded as the C++ one is;
+- the model: the seeds' ``ImageClassifier`` (Conv-BN-ReLU-MaxPool, Dropout-Linear, 16 channels),
+  built in ``__init__``, initialised explicitly with ``model.apply`` (conv kaiming-normal fan_out
+  relu, BN 1/0, linear N(0, 0.01)/0), ``flatten(start_dim=1)``; activation checkpointing of the
+  features with ``use_reentrant=False`` when asked;
+- the step: ``zero_grad(set_to_none=True)``, backward, ``clip_grad_norm_(max_norm=1.0)``, SGD
+  (lr 0.05, momentum 0.9, weight decay 5e-4), ``StepLR(step_size=3, gamma=0.8)`` after every step;
+- evaluation: ``model.eval()`` under ``@torch.no_grad()``; ``model.train()`` at the top of each
+  training epoch;
+- the checkpoint: a dict of state_dicts (model, optimizer, scheduler), progress, every RNG state
+  (torch CPU and CUDA, Python's ``random``, the loader's generators) and the sampler's epoch order
+  and position, written with ``torch.save`` to a temporary file, fsynced, renamed over the target;
+  read with ``torch.load(weights_only=True)``, nothing applied unless all of it applies.
+
+Compared with the C++ reference (measured on the CPU, seed 1234 as `torchconform run` uses, torch
+2.15.0; the C++ losses from a report's reproducibility and resume_equality cells of recipe
+``reference``, metrics.fingerprint.loss_hex, 14 steps): the data, the model's initial parameters,
+the batches (the augmentation included) and the losses of steps 0 to 3 are bitwise equal:
+
+    step  lr (py)  loss (py)        loss (C++)
+    0     0.05     0x1.7d3e94p+0    0x1.7d3e94p+0
+    1     0.05     0x1.ba3d5cp+0    0x1.ba3d5cp+0
+    2     0.05     0x1.9a75b6p+0    0x1.9a75b6p+0
+    3     0.04     0x1.8281eep+0    0x1.8281eep+0   (the loss before step 3's update)
+    4     0.04     0x1.71e818p+0    0x1.73f894p+0   first difference (-0.0081)
+
+The first difference is the learning rate step 3 updates with, so every loss from step 4 on:
+``torch.optim.lr_scheduler.StepLR`` first decays at step 3 (its constructor takes an initial step:
+0.05 for steps 0-2, 0.04 from step 3), LibTorch's ``torch::optim::StepLR`` one step later (0.05 for
+steps 0-3, 0.04 from step 4; shared/LIBTORCH.md records it). This recipe keeps Python's StepLR, as a
+Python loop would. With the schedule moved to LibTorch's timing (the first ``scheduler.step()``
+skipped, a scratch test not shipped here) all 14 losses the report holds are bitwise equal to the
+C++ reference's (steps 0-13): nothing else differs in the computation. ``clip_grad_norm_``'s
+reciprocal-vs-division difference (shared/LIBTORCH.md) does not show: max_norm is 1.0, a power of 2.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+import tempfile
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+import torch.utils.checkpoint
+from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset
+
+import torchconform
+
+# --- the configuration (tc::ref::TrainConfig's defaults) ----------------------------------------
+TRAIN_SIZE, EVAL_SIZE = 96, 64
+CLASSES, IMAGE_SIZE, CHANNELS = 4, 16, 16
+TRAIN_DATA_SEED, EVAL_DATA_SEED = 20240601, 777
+BATCH_SIZE, EVAL_BATCH_SIZE = 16, 32
+LR, MOMENTUM, WEIGHT_DECAY = 0.05, 0.9, 5e-4
+LR_STEP_SIZE, LR_GAMMA = 3, 0.8
+CLIP_NORM = 1.0
+DROPOUT = 0.5
+PREFETCH = 4
+U64 = (1 << 64) - 1
+
+
+# --- seeding (the seeds' set_seed) ---------------------------------------------------------------
+def set_seed(seed: int = 42, deterministic: bool = False) -> None:
+    """Seeds Python, NumPy (when installed) and torch (CPU and every CUDA device); determinism."""
+    random.seed(seed)
+    try:
+        import numpy as np  # not every venv has it
+        np.random.seed(seed % 2**32)
+    except ImportError:
+        pass
+    if deterministic and torch.cuda.is_available():
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read by cuBLAS before its first call
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+    torch.use_deterministic_algorithms(deterministic)
+    torch.backends.cudnn.deterministic = deterministic
+    torch.backends.cudnn.benchmark = not deterministic
+
+
+def seed_worker(worker_id: int) -> None:
+    """``worker_init_fn``: each worker's Python and NumPy generators from the seed torch gave it
+    (the loader's ``generator`` decides that seed)."""
+    worker_seed = torch.initial_seed() % 2**32
+    random.seed(worker_seed)
+    try:
+        import numpy as np
+        np.random.seed(worker_seed)
+    except ImportError:
+        pass
+
+
+def default_workers(host_trains: bool) -> int:
+    """One worker per core, minus one when the training thread computes on the host; 1..8."""
+    cores = os.cpu_count() or 1
+    return max(1, min(8, cores - (1 if host_trains else 0)))
+
+
+# --- data (reference/data.cpp) -------------------------------------------------------------------
+def synthetic_images(size: int, seed: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(N, 3, S, S) float32 images and (N,) int64 labels: per-class patterns plus noise, fixed by
+    ``seed`` like files on disk."""
+    g = torch.Generator().manual_seed(seed)
+    prototypes = torch.randn(CLASSES, 3, IMAGE_SIZE, IMAGE_SIZE, generator=g)  # (C, 3, S, S)
+    labels = torch.arange(size, dtype=torch.long).remainder(CLASSES)          # balanced classes
+    noise = torch.randn(size, 3, IMAGE_SIZE, IMAGE_SIZE, generator=g)          # (N, 3, S, S)
+    return prototypes.index_select(0, labels) + 1.5 * noise, labels
+
+
+class MT19937_64:
+    """libstdc++'s ``std::mt19937_64`` with the two distributions ``augment`` uses, bit for bit."""
+
+    def __init__(self, seed: int) -> None:
+        mt = [seed & U64]
+        for i in range(1, 312):
+            mt.append((6364136223846793005 * (mt[-1] ^ (mt[-1] >> 62)) + i) & U64)
+        self.mt, self.index = mt, 312
+
+    def _twist(self) -> None:
+        mt = self.mt
+        for i in range(312):
+            y = (mt[i] & 0xFFFFFFFF80000000) | (mt[(i + 1) % 312] & 0x7FFFFFFF)
+            mt[i] = mt[(i + 156) % 312] ^ (y >> 1) ^ (0xB5026F5AA96619E9 if y & 1 else 0)
+        self.index = 0
+
+    def __call__(self) -> int:
+        if self.index >= 312:
+            self._twist()
+        y = self.mt[self.index]
+        self.index += 1
+        y ^= (y >> 29) & 0x5555555555555555
+        y ^= (y << 17) & 0x71D67FFFEDA60000
+        y ^= (y << 37) & 0xFFF7EEE000000000
+        return (y ^ (y >> 43)) & U64
+
+    def bernoulli(self, p: float) -> bool:
+        """``std::bernoulli_distribution(p)``: generate_canonical<double, 53> < p."""
+        u = float(self()) / 18446744073709551616.0
+        return min(u, math.nextafter(1.0, 0.0)) < p
+
+    def uniform_int(self, a: int, b: int) -> int:
+        """``std::uniform_int_distribution<int64_t>(a, b)``: Lemire's method on 128 bits."""
+        n = b - a + 1
+        product = self() * n
+        low = product & U64
+        if low < n:
+            threshold = ((1 << 64) - n) % n
+            while low < threshold:
+                product = self() * n
+                low = product & U64
+        return (product >> 64) + a
+
+
+def batch_seed(epoch_seed: int, batch: int) -> int:
+    """The epoch's seed and a batch's position mixed into the batch's augmentation seed (splitmix64)."""
+    z = (epoch_seed + 0x9E3779B97F4A7C15 * (batch + 1)) & U64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & U64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & U64
+    return z ^ (z >> 31)
+
+
+def augment(images: torch.Tensor, seed: int) -> torch.Tensor:
+    """Random horizontal flip and shift, brightness and Gaussian noise, all drawn from ``seed``."""
+    rng = MT19937_64(seed)
+    out = []
+    for img in images:  # (3, S, S)
+        if rng.bernoulli(0.5):
+            img = img.flip(2)
+        shifts = (rng.uniform_int(-2, 2), rng.uniform_int(-2, 2))
+        out.append(img.roll(shifts, (1, 2)))
+    g = torch.Generator().manual_seed(seed ^ 0xA5A5A5A5A5A5A5A5)
+    batch = torch.stack(out)                                            # (B, 3, S, S)
+    gain = 0.8 + 0.4 * torch.rand(batch.size(0), 1, 1, 1, generator=g)  # (B, 1, 1, 1)
+    return batch * gain + 0.1 * torch.randn(batch.shape, generator=g)
+
+
+class AugmentedBatches(Dataset):
+    """The training set, read a batch at a time: item (indices, seed) is that batch augmented."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        self.images, self.labels = images, labels
+
+    def __len__(self) -> int:
+        return self.labels.size(0)
+
+    def augment(self, images: torch.Tensor, seed: int) -> torch.Tensor:
+        return augment(images, seed)
+
+    def __getitem__(self, key: Tuple[List[int], int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        indices, seed = key
+        idx = torch.tensor(indices, dtype=torch.long)
+        return self.augment(self.images.index_select(0, idx), seed), self.labels.index_select(0, idx)
+
+
+class SeededBatchSampler(Sampler):
+    """Which samples make each batch: the epoch's permutation from the loader's own generator,
+    drawn at ``set_epoch``, with the epoch's augmentation seed; iterates from ``position`` on, so a
+    resumed run continues mid-epoch. Yields (indices, augmentation seed) per batch."""
+
+    def __init__(self, dataset_size: int, batch_size: int, generator: torch.Generator) -> None:
+        self.dataset_size, self.batch_size, self.generator = dataset_size, batch_size, generator
+        self.epoch = -1
+        self.permutation: Optional[torch.Tensor] = None
+        self.epoch_seed = 0
+        self.position = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch, self.position = epoch, 0
+        self.permutation = torch.randperm(self.dataset_size, generator=self.generator)
+        self.epoch_seed = int(torch.randint(2**63 - 1, (1,), generator=self.generator).item())
+
+    def __len__(self) -> int:
+        return self.dataset_size // self.batch_size  # drop_last
+
+    def __iter__(self) -> Iterator[Tuple[List[int], int]]:
+        perm, seed = self.permutation.tolist(), self.epoch_seed
+        for b in range(self.position, len(self)):
+            yield perm[b * self.batch_size:(b + 1) * self.batch_size], batch_seed(seed, b)
+
+    def state_dict(self) -> Dict[str, object]:
+        return {"epoch": self.epoch, "permutation": self.permutation, "epoch_seed": self.epoch_seed,
+                "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Dict[str, object]) -> None:
+        self.epoch, self.permutation = int(state["epoch"]), state["permutation"]
+        self.epoch_seed = int(state["epoch_seed"])
+        self.generator.set_state(state["generator"])
+
+
+# --- the model (reference/model.cpp, the seeds' ImageClassifier) --------------------------------
+class ImageClassifier(nn.Module):
+    def __init__(self, num_classes: int, image_size: int, dropout: float = 0.5, channels: int = 16) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.BatchNorm2d(channels), nn.ReLU(),
+                                      nn.MaxPool2d(2))
+        half = image_size // 2
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(channels * half * half, num_classes))
+        self.recompute_features = False  # activation checkpointing of the features (training only)
+
+    def extract_features(self, x: torch.Tensor) -> torch.Tensor:
+        if self.recompute_features and self.training:
+            return torch.utils.checkpoint.checkpoint(self.features, x, use_reentrant=False)
+        return self.features(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.extract_features(x)  # (B, C, H//2, W//2)
+        x = x.flatten(start_dim=1)    # (B, C * H//2 * W//2)
+        return self.classifier(x)     # (B, num_classes)
+
+
+def init_weights(m: nn.Module) -> None:
+    """Explicit initialisation (the defaults differ between layer types and change between releases)."""
+    if isinstance(m, nn.Conv2d):
+        nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+        if m.bias is not None:
+            nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.BatchNorm2d):
+        nn.init.ones_(m.weight)
+        nn.init.zeros_(m.bias)
+    elif isinstance(m, nn.Linear):
+        nn.init.normal_(m.weight, 0.0, 0.01)
+        nn.init.zeros_(m.bias)
+
+
+# --- the recipe ----------------------------------------------------------------------------------
+class PythonReference(torchconform.Run):
+    """every practice of the seeds done right, in Python (python/reference/reference.py)"""
+
+    name = "py_reference"
+
+    # ---- practice slots (the variants replace one each) ----
+    def seed_everything(self) -> None:
+        set_seed(self.options.seed, self.options.deterministic)
+
+    def make_model(self) -> nn.Module:
+        model = ImageClassifier(CLASSES, IMAGE_SIZE, DROPOUT, CHANNELS)
+        model.apply(init_weights)
+        return model
+
+    def to_device(self, model: nn.Module) -> nn.Module:
+        return model.to(self.device)
+
+    def make_loader(self) -> DataLoader:
+        # The loader's own generators, seeded: the sampler shuffles with one, the other picks the
+        # workers' base seed (each iterator draws one number from it). Neither is the global
+        # generator, which the dropout masks draw from.
+        self.sampler_generator = torch.Generator().manual_seed(self.options.seed)
+        self.loader_generator = torch.Generator().manual_seed(self.options.seed)
+        self.sampler = SeededBatchSampler(len(self.train_set), BATCH_SIZE, self.sampler_generator)
+        workers = default_workers(host_trains=self.device.type == "cpu")
+        return DataLoader(self.train_set, batch_size=None, sampler=self.sampler, num_workers=workers,
+                          pin_memory=self.device.type == "cuda", persistent_workers=True,
+                          prefetch_factor=PREFETCH, worker_init_fn=seed_worker, generator=self.loader_generator,
+                          multiprocessing_context=worker_context())
+
+    def begin_epoch(self) -> None:
+        self.model.train()
+        self.sampler.set_epoch(self.epoch)
+
+    def forward_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.model(x), y)
+
+    def optimisation_step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
+        self.optimizer.step()
+
+    def checkpoint_state(self) -> Dict[str, object]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "model_state_dict": self.model.state_dict(),
+            "optimizer_state_dict": self.optimizer.state_dict(),
+            "scheduler_state_dict": self.scheduler.state_dict(),
+            "rng": self.rng_state(),
+            "sampler": {"position": self.position, **self.sampler.state_dict()},
+        }
+
+    def write_checkpoint(self, state: Dict[str, object], path: str) -> None:
+        """Atomically: a temporary file beside ``path``, fsynced, renamed over it."""
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(prefix=".ckpt-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    def read_checkpoint(self, path: str) -> Dict[str, object]:
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    # ---- tc::Run ----
+    def setup(self, options: torchconform.RunOptions) -> None:
+        self.options = options
+        self.device = torch.device(options.device)
+        self.seed_everything()
+        self.train_set = AugmentedBatches(*synthetic_images(TRAIN_SIZE, TRAIN_DATA_SEED))
+        self.eval_images, self.eval_labels = synthetic_images(EVAL_SIZE, EVAL_DATA_SEED)
+        self.loader = self.make_loader()
+        self.model = self.to_device(self.make_model())
+        self.model.recompute_features = options.activation_checkpointing
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM,
+                                         weight_decay=WEIGHT_DECAY)
+        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
+        self.epoch, self.position, self.step = -1, 0, 0
+        self.batches: Optional[Iterator] = None
+        self._last_batch: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+
+    def train_step(self) -> torchconform.StepRecord:
+        if self.epoch < 0 or self.position >= self.steps_per_epoch():
+            self.epoch += 1
+            self.position = 0
+            self.batches = None
+            self.begin_epoch()
+        if self.batches is None:
+            self.sampler.position = self.position
+            self.batches = iter(self.loader)
+        images, labels = next(self.batches)
+        self.position += 1
+        record = torchconform.StepRecord(step=self.step, epoch=self.epoch, lr=self.optimizer.param_groups[0]["lr"],
+                                         training_mode=self.model.training)
+        x = images.to(self.device, non_blocking=True)  # (B, 3, S, S)
+        y = labels.to(self.device, non_blocking=True)  # (B,)
+        self._last_batch = (x.clone(), y)
+        loss = self.forward_loss(x, y)
+        self.optimisation_step(loss)
+        self.scheduler.step()
+        self.step += 1
+        record.loss = loss.item()
+        return record
+
+    @torch.no_grad()
+    def evaluate(self) -> torchconform.EvalResult:
+        self.model.eval()
+        return self.eval_loop()
+
+    def eval_loop(self) -> torchconform.EvalResult:
+        # Its own generator: a DataLoader draws a seed for each iterator, from the global generator
+        # when it has none, which would move the dropout masks of the training that follows.
+        loader = DataLoader(TensorDataset(self.eval_images, self.eval_labels), batch_size=EVAL_BATCH_SIZE,
+                            generator=torch.Generator())
+        loss_sum, correct, logits = 0.0, 0, []
+        for x, y in loader:
+            x, y = x.to(self.device), y.to(self.device)
+            out = self.model(x)  # (b, classes)
+            loss_sum += F.cross_entropy(out, y, reduction="sum").item()
+            correct += (out.argmax(1) == y).sum().item()
+            logits.append(out)
+        n = len(loader.dataset)
+        return torchconform.EvalResult(loss=loss_sum / n, accuracy=correct / n, logits=torch.cat(logits))
+
+    def save_checkpoint(self, path: str) -> None:
+        self.write_checkpoint(self.checkpoint_state(), path)
+
+    def load_checkpoint(self, path: str) -> None:
+        state = self.read_checkpoint(path)  # every byte read and unpickled before anything changes
+        before = _clone(self.checkpoint_state())
+        try:
+            self.restore(state)
+        except BaseException:
+            self.restore(before)  # a checkpoint that does not apply whole leaves the run as it was
+            raise
+
+    def restore(self, state: Dict[str, object]) -> None:
+        self.model.load_state_dict(state["model_state_dict"])
+        self.optimizer.load_state_dict(state["optimizer_state_dict"])
+        self.scheduler.load_state_dict(state["scheduler_state_dict"])
+        self.epoch, self.step = int(state["epoch"]), int(state["step"])
+        self.set_rng_state(state["rng"])
+        sampler = state["sampler"]
+        self.position = int(sampler["position"])
+        self.sampler.load_state_dict(sampler)
+        self.batches = None  # the next step starts the loader at the saved position
+
+    def rng_state(self) -> Dict[str, object]:
+        state = {"torch_cpu": torch.get_rng_state(), "python": random.getstate(),
+                 "loader": self.loader_generator.get_state()}
+        if self.device.type == "cuda":
+            state["torch_cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    def set_rng_state(self, state: Dict[str, object]) -> None:
+        torch.set_rng_state(state["torch_cpu"])
+        random.setstate(_as_random_state(state["python"]))
+        self.loader_generator.set_state(state["loader"])
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["torch_cuda"], self.device)
+
+    def steps_per_epoch(self) -> int:
+        return TRAIN_SIZE // BATCH_SIZE
+
+    def parameters(self) -> torchconform.NamedTensors:
+        return dict(self.model.named_parameters())
+
+    def buffers(self) -> torchconform.NamedTensors:
+        return dict(self.model.named_buffers())
+
+    def optimizer_state(self) -> torchconform.NamedTensors:
+        out = {}
+        for name, p in self.model.named_parameters():
+            for key, value in self.optimizer.state.get(p, {}).items():
+                if isinstance(value, torch.Tensor):
+                    out[f"{name}.{key}"] = value
+        return out
+
+    # ---- optional probes ----
+    def example_input(self, batch: int) -> torch.Tensor:
+        return self.eval_images[:batch].to(self.device)
+
+    def predict(self, x: torch.Tensor) -> torch.Tensor:
+        was_training = self.model.training
+        self.model.eval()
+        with torch.no_grad():
+            out = self.model(x)
+        self.model.train(was_training)
+        return out
+
+    def forward_train(self, x: torch.Tensor) -> torch.Tensor:
+        self.model.train()
+        return self.model(x)
+
+    def last_batch(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        if self._last_batch is None:
+            raise RuntimeError("last_batch() before any train_step()")
+        return self._last_batch
+
+    def training_loss(self, output: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(output, target)
+
+    def clip_norm(self) -> float:
+        return CLIP_NORM
+
+    def declared_init(self) -> List[torchconform.InitSpec]:
+        specs = []
+        for name, t in self.model.named_parameters():
+            if t.dim() == 4:  # conv weight (out, in, kh, kw): kaiming normal, fan_out, relu
+                fan_out = t.size(0) * t.size(2) * t.size(3)
+                specs.append(torchconform.InitSpec(name, "normal", 0.0, math.sqrt(2.0 / fan_out)))
+            elif t.dim() == 2:  # linear weight
+                specs.append(torchconform.InitSpec(name, "normal", 0.0, 0.01))
+            elif name == "features.1.weight":  # BatchNorm weight
+                specs.append(torchconform.InitSpec(name, "constant", 1.0))
+            else:  # biases
+                specs.append(torchconform.InitSpec(name, "constant", 0.0))
+        return specs
+
+
+def worker_context():
+    """The loader workers' start method: a fork server that has imported torch once. The process
+    that runs the recipe may be multi-threaded (torchconform is a C++ program), where ``fork`` is
+    unsafe, and ``spawn`` imports torch anew for every worker of every run (seconds each)."""
+    import multiprocessing
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch"])
+    return ctx
+
+
+def _clone(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.clone()
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clone(v) for v in obj]
+    return obj
+
+
+def _as_random_state(state):
+    """``random.getstate()`` as it came back from a load (tuples may come back as lists)."""
+    version, internal, gauss = state
+    return int(version), tuple(int(v) for v in internal), gauss
