@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -43,14 +44,19 @@ CheckResult check_python_needs_predict(const CheckContext& ctx) {
 }
 TC_CHECK(python_needs_predict, "a check needing predict()")->Promise("predicts");
 
+// `torchconform ARGS...` in this process; returns the exit code.
+int cli(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return cli_main(static_cast<int>(argv.size()), argv.data());
+}
+
 // `torchconform run ...` in this process; returns the exit code and reads the report.
 int run_cli(std::vector<std::string> args, Report* report) {
   const std::string json = ::testing::TempDir() + "python_cli_" + std::to_string(getpid()) + ".json";
   args.insert(args.begin(), {"torchconform", "run", "--device", "cpu"});
   args.insert(args.end(), {"--json", json, "--html", ""});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  const int rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  const int rc = cli(std::move(args));
   if (report != nullptr) *report = read_report_file(json);
   return rc;
 }
@@ -102,11 +108,8 @@ TEST(PythonCli, APythonVariantIsJudgedAsAVariantAndItsLanguageIsReported) {
   EXPECT_EQ(r.cells[0].verdict, Verdict::kMissed) << r.cells[0].evidence;
   EXPECT_EQ(r.cells[0].language, "python");
 
-  std::vector<std::string> args = {"torchconform", "list", "--json", "--python", kTiny + ":DeclaredVariant=declared_list"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
   ::testing::internal::CaptureStdout();
-  ASSERT_EQ(cli_main(static_cast<int>(argv.size()), argv.data()), 0);
+  ASSERT_EQ(cli({"torchconform", "list", "--json", "--python", kTiny + ":DeclaredVariant=declared_list"}), 0);
   const nlohmann::json catalogue = nlohmann::json::parse(::testing::internal::GetCapturedStdout());
   bool seen = false;
   for (const nlohmann::json& recipe : catalogue["recipes"]) {
@@ -125,11 +128,8 @@ TEST(PythonCli, ABadSpecIsBadUsage) {
 }
 
 TEST(PythonCli, RunHelpDocumentsTheOptionAndTheVenv) {
-  std::vector<std::string> args = {"torchconform", "run", "--help"};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
   ::testing::internal::CaptureStdout();
-  const int rc = cli_main(static_cast<int>(argv.size()), argv.data());
+  const int rc = cli({"torchconform", "run", "--help"});
   const std::string help = ::testing::internal::GetCapturedStdout();
   EXPECT_EQ(rc, 0);
   EXPECT_NE(help.find("--python"), std::string::npos) << help;
