@@ -100,7 +100,7 @@ std::vector<std::string> load_python_recipes(const std::vector<std::string>& spe
   }
   for (const std::string& spec : specs) {
     try {
-      loaded.push_back((*load)(spec).spec);
+      for (const PythonRecipe& r : (*load)(spec)) loaded.push_back(r.spec);
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }

@@ -1,4 +1,5 @@
-// Recipes written in Python: `torchconform run --python path/to/file.py:Class[=name]` (repeatable).
+// Recipes written in Python: `torchconform run --python path/to/file.py:Class[=name]` (repeatable),
+// or `--python path/to/file.py`: every recipe class (torchconform.Run subclass) the file defines.
 //
 // The Python bridge (python/bridge/, a layer above the contract) loads the class in the interpreter
 // it embeds and registers a tc::Run that adapts it, at run time, with Registry::add_recipe. It hands
@@ -7,7 +8,7 @@
 // the bridge says so rather than knowing nothing of Python.
 //
 //   static const bool registered = tc::set_python_loader([](const std::string& spec) {
-//     ... import the file, register the recipe ...; return tc::PythonRecipe{name, absolute spec};
+//     ... import the file, register its recipes ...; return std::vector<tc::PythonRecipe>{...};
 //   });
 //
 // A process the runner starts again (a part of a cell in a fresh process, a torchrun rank) must
@@ -17,6 +18,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace tc {
 
@@ -26,10 +28,10 @@ struct PythonRecipe {
   std::string spec;  // the spec with its file made absolute: what a process started again is given
 };
 
-// Loads the recipe `spec` names and registers it in Registry::global(). Throws
-// std::invalid_argument for a malformed spec, a file or class that cannot be loaded (the Python
-// error in the message), or a name already registered.
-using PythonLoader = std::function<PythonRecipe(const std::string& spec)>;
+// Loads the recipes `spec` names (one class, or every recipe class of a file) and registers them in
+// Registry::global(). Throws std::invalid_argument for a malformed spec, a file or class that cannot
+// be loaded (the Python error in the message), or a name already registered.
+using PythonLoader = std::function<std::vector<PythonRecipe>(const std::string& spec)>;
 
 // Registers the one loader (static registration from python/bridge); a second throws
 // std::logic_error. Returns true, for `static const bool x = set_python_loader(...)`.

@@ -40,6 +40,8 @@ PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
       info.breaks = cls->attr("breaks").cast<std::map<std::string, std::vector<std::string>>>();
       const py::object needs = cls->attr("needs");
       if (!needs.is_none()) info.needs = needs.cast<std::string>();
+      // A variant derives from the control it breaks, and inherits the attribute: a variant all the same.
+      info.control = info.targets.empty() && py::hasattr(*cls, "control") && cls->attr("control").cast<bool>();
       info.make = [cls]() -> std::unique_ptr<Run> {
         py::gil_scoped_acquire gil;
         try {
@@ -57,6 +59,27 @@ PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
   }
   PythonRecipe out{info.name, absolute};
   registry.add_recipe(std::move(info));  // a duplicate name: std::invalid_argument naming both places
+  return out;
+}
+
+std::vector<PythonRecipe> load_python_recipes(const std::string& spec, Registry& registry) {
+  try {
+    ensure_interpreter();
+  } catch (const std::exception& e) {
+    throw std::invalid_argument("--python '" + spec + "': " + e.what());
+  }
+  std::vector<std::string> specs;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      specs = bridge_module().attr("expand")(spec).cast<std::vector<std::string>>();
+    } catch (py::error_already_set& e) {
+      if (e.matches(bridge_module().attr("SpecError"))) throw std::invalid_argument(py::str(e.value()).cast<std::string>());
+      throw std::invalid_argument("--python '" + spec + "': " + describe_python_error(e));
+    }
+  }
+  std::vector<PythonRecipe> out;
+  for (const std::string& one : specs) out.push_back(load_python_recipe(one, registry));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "harness/contract/python_loader.h"
 #include "harness/contract/registry.h"
@@ -20,5 +21,8 @@ namespace tc::python {
 // malformed, a file or class that cannot be loaded (the Python error with its file:line), a name
 // already registered.
 PythonRecipe load_python_recipe(const std::string& spec, Registry& registry = Registry::global());
+// `FILE.py:Class[=name]` (that one recipe) or `FILE.py` (every recipe class the file defines, in its
+// order): loads and registers each.
+std::vector<PythonRecipe> load_python_recipes(const std::string& spec, Registry& registry = Registry::global());
 
 }  // namespace tc::python

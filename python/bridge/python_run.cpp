@@ -227,4 +227,46 @@ std::shared_ptr<torch::nn::Module> PythonRun::bare_model() {
                          "is not a LibTorch torch::nn::Module");
 }
 
+std::string PythonRun::optimizer_algorithm() {
+  return probe("optimizer", [&]() -> std::string { (void)Run::optimizer(); return {}; }, [&](const py::object&) {
+    return bridge_module().attr("optimizer_algorithm")(instance_).cast<std::string>();
+  });
+}
+
+std::vector<OptimizerGroupView> PythonRun::optimizer_groups() {
+  return probe("optimizer", [&]() -> std::vector<OptimizerGroupView> { (void)Run::optimizer(); return {}; },
+               [&](const py::object&) {
+                 std::vector<OptimizerGroupView> out;
+                 for (const py::handle g : bridge_module().attr("optimizer_groups")(instance_)) {
+                   const py::tuple pair = py::reinterpret_borrow<py::object>(g).cast<py::tuple>();
+                   OptimizerGroupView v;
+                   for (const py::handle t : pair[0]) v.params.push_back(tensor_from_python(t, "optimizer().param_groups"));
+                   v.lr = pair[1].cast<double>();
+                   out.push_back(std::move(v));
+                 }
+                 return out;
+               });
+}
+
+void PythonRun::optimizer_step() {
+  probe("optimizer", [&] { (void)Run::optimizer(); return 0; }, [&](const py::object&) {
+    bridge_module().attr("optimizer_step")(instance_);
+    return 0;
+  });
+}
+
+BareModelLoad PythonRun::load_into_bare_model(const std::string& path) {
+  return probe("bare_model", [&]() -> BareModelLoad { (void)Run::bare_model(); return {}; }, [&](const py::object&) {
+    const py::tuple r = bridge_module().attr("load_into_bare_model")(instance_, path).cast<py::tuple>();
+    BareModelLoad out;
+    const std::string outcome = r[0].cast<std::string>();
+    out.outcome = outcome == "loaded"    ? BareModelLoad::Outcome::kLoaded
+                  : outcome == "refused" ? BareModelLoad::Outcome::kRefused
+                                         : BareModelLoad::Outcome::kUnknownFormat;
+    if (out.outcome == BareModelLoad::Outcome::kLoaded) out.parameters = named_tensors_from_python(r[1], "bare_model()");
+    out.detail = r[2].cast<std::string>();
+    return out;
+  });
+}
+
 }  // namespace tc::python

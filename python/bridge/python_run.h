@@ -7,7 +7,9 @@
 // Optional probes: one the Python class does not override, or whose override raises
 // NotImplementedError, is what tc::Run's default does (ProbeNotProvided, the same message), so a
 // check that needs it skips the cell with the same reason as for a C++ recipe. optimizer() and
-// bare_model() answer with a LibTorch object a Python recipe cannot give: always not provided.
+// bare_model() answer with a LibTorch object a Python recipe cannot give: always not provided; the
+// checks reach a Python recipe's optimizer and bare model through the language-neutral probes
+// (harness/contract/state_probes.h) instead, which call the recipe's optimizer() and bare_model().
 #pragma once
 
 #include <memory>
@@ -17,12 +19,13 @@
 #include <vector>
 
 #include "harness/contract/run.h"
+#include "harness/contract/state_probes.h"
 #include "python/bridge/pybind.h"
 
 namespace tc::python {
 
 // Hidden like pybind11's own types (its namespace is hidden): it holds a pybind11::object.
-class __attribute__((visibility("hidden"))) PythonRun : public Run {
+class __attribute__((visibility("hidden"))) PythonRun : public Run, public OptimizerProbe, public BareModelProbe {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
@@ -49,6 +52,14 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run {
   double clip_norm() const override;
   std::vector<InitSpec> declared_init() const override;
   std::shared_ptr<torch::nn::Module> bare_model() override;
+
+  // OptimizerProbe: the recipe's optimizer() (a torch.optim.Optimizer); ProbeNotProvided without it.
+  std::string optimizer_algorithm() override;
+  std::vector<OptimizerGroupView> optimizer_groups() override;
+  void optimizer_step() override;
+  // BareModelProbe: the recipe's bare_model() and model_state_of(path) (torchconform.Run's
+  // default: torch.load with weights_only=True); ProbeNotProvided without bare_model().
+  BareModelLoad load_into_bare_model(const std::string& path) override;
 
   // The Python object (for tests and probes that need it); use under the GIL.
   const pybind11::object& object() const { return instance_; }

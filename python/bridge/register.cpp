@@ -6,6 +6,6 @@
 
 namespace {
 const bool registered [[maybe_unused]] = tc::set_python_loader([](const std::string& spec) {
-  return tc::python::load_python_recipe(spec);
+  return tc::python::load_python_recipes(spec);
 });
 }  // namespace

@@ -8,17 +8,13 @@ way real code gets it wrong, and declares the check that must catch it and the p
                      --python python/reference/variants.py:NoEval ...
 
 Practices of the seeds with no Python variant here, and why (the checks cannot observe a Python
-recipe there yet): clip after ``optimizer.step()`` and no ``zero_grad`` (``step_hygiene`` replays
-updates with the recipe's LibTorch optimizer, ``Run::optimizer()``, which a ``torch.optim``
-optimizer is not: the check skips Python recipes); a layer built in ``forward`` (``registration``
-asks ``Run::optimizer()`` which parameters are optimised, and skips likewise); ``torch.save(model)`` and
-``torch.load(weights_only=False)`` (``checkpoint_safety`` loads the model state into
-``Run::bare_model()``, not provided, before anything else); DataLoader ``num_workers=0``, no
-``set_epoch`` under DDP, a hand-made ``.half()`` (``data_saturation``, ``distributed`` and ``amp``
-read ``LoaderProbe``, ``DistributedProvider`` and ``AmpProbe``, which have no Python twin).
+recipe there yet): DataLoader ``num_workers=0``, no ``set_epoch`` under DDP, a hand-made ``.half()``
+(``data_saturation``, ``distributed`` and ``amp`` read ``LoaderProbe``, ``DistributedProvider`` and
+``AmpProbe``, which have no Python twin).
 """
 from __future__ import annotations
 
+import os
 import random
 from typing import Dict
 
@@ -27,8 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 
 import torchconform
-from reference import (CHANNELS, CLASSES, DROPOUT, IMAGE_SIZE, AugmentedBatches, ImageClassifier,
-                       PythonReference, init_weights)
+from reference import (CHANNELS, CLASSES, CLIP_NORM, DROPOUT, IMAGE_SIZE, INTEGRITY_KEY, AugmentedBatches,
+                       ImageClassifier, PythonReference, init_weights, state_digest)
 
 
 # --- eval_mode -----------------------------------------------------------------------------------
@@ -290,3 +286,117 @@ class IgnoresCheckpointing(PythonReference):
     def setup(self, options: torchconform.RunOptions) -> None:
         super().setup(options)
         self.model.recompute_features = False  # the option read, never applied
+
+
+# --- step_hygiene ("Clip between backward and step"; "Zero the gradients every step") -------------
+class ClipAfterStep(PythonReference):
+    """gradients are clipped after optimizer.step(): the update used the unclipped gradient"""
+
+    name = "py_clip_after_step"
+    must_be_caught_by = ("step_hygiene",)
+    breaks = {"step_hygiene": ("clip_between_backward_and_step",)}
+
+    def optimisation_step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
+
+
+class NoZeroGrad(PythonReference):
+    """gradients are never cleared: each step's gradient adds to all the previous ones"""
+
+    name = "py_no_zero_grad"
+    must_be_caught_by = ("step_hygiene",)
+    breaks = {"step_hygiene": ("fresh_gradients",)}
+
+    def optimisation_step(self, loss: torch.Tensor) -> None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
+        self.optimizer.step()
+
+
+# --- registration ("Build layers in __init__, never in forward") ----------------------------------
+class LayerInForwardClassifier(ImageClassifier):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.extract_features(x).flatten(start_dim=1)
+        head = nn.Linear(x.size(1), CLASSES).to(x.device)  # Fail: new weights on every call
+        return head(x)
+
+
+class LayerInForward(PythonReference):
+    """the classifier's Linear is built inside forward(): unregistered, unoptimised, unsaved"""
+
+    name = "py_layer_in_forward"
+    must_be_caught_by = ("registration",)
+    breaks = {"registration": ("parameters_registered", "eval_forwards_agree", "state_dict_round_trip")}
+
+    def make_model(self) -> nn.Module:
+        model = LayerInForwardClassifier(CLASSES, IMAGE_SIZE, DROPOUT, CHANNELS)
+        model.apply(init_weights)
+        return model
+
+
+# --- checkpoint_safety ("Checkpoint the whole training state"; weights_only=True) -----------------
+class SavesModelObject(PythonReference):
+    """torch.save of the module object (the seeds' torch.save(model)), not its state_dict()"""
+
+    name = "py_saves_model_object"
+    must_be_caught_by = ("checkpoint_safety",)
+    breaks = {"checkpoint_safety": ("strict_bare_load",)}
+
+    def checkpoint_state(self) -> Dict[str, object]:
+        state = super().checkpoint_state()
+        del state["model_state_dict"]
+        state["model"] = self.model  # Fail: pickles the class, not the state
+        return state
+
+    @staticmethod
+    def digest(state: Dict[str, object]) -> str:
+        # A module object does not serialise to the same bytes after a round trip: its weights do.
+        return state_digest({**state, "model": state["model"].state_dict()})
+
+    def write_checkpoint(self, state: Dict[str, object], path: str) -> None:
+        tmp = path + ".tmp"
+        torch.save({**state, INTEGRITY_KEY: self.digest(state)}, tmp)
+        os.replace(tmp, path)
+
+    def read_checkpoint(self, path: str) -> Dict[str, object]:
+        # What users do when weights_only=True refuses the module: allow its classes, one by one.
+        torch.serialization.add_safe_globals([
+            ImageClassifier, nn.Sequential, nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.MaxPool2d, nn.Dropout,
+            nn.Linear, torch.nn.parameter.Parameter, set])
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        if state.pop(INTEGRITY_KEY, None) != self.digest(state):
+            raise ValueError(f"{path}: the checkpoint's content does not match its sha256: corrupted")
+        return state
+
+    def restore(self, state: Dict[str, object]) -> None:
+        state = dict(state)
+        state["model_state_dict"] = state.pop("model").state_dict()
+        super().restore(state)
+
+
+class LoadsWithoutWeightsOnly(PythonReference):
+    """torch.load(path, weights_only=False): a checkpoint's pickle may run any code"""
+
+    name = "py_loads_without_weights_only"
+    must_be_caught_by = ("checkpoint_safety",)
+    breaks = {"checkpoint_safety": ("malicious_pickle_rejected",)}
+
+    def read_checkpoint(self, path: str) -> Dict[str, object]:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # Fail
+        if not isinstance(state, dict) or state.pop(INTEGRITY_KEY, None) != state_digest(state):
+            raise ValueError(f"{path}: the checkpoint's content does not match its sha256: corrupted")
+        return state
+
+
+class NonAtomicSave(PythonReference):
+    """torch.save straight over the previous checkpoint: a crash mid-write leaves a torn file"""
+
+    name = "py_non_atomic_save"
+    must_be_caught_by = ("checkpoint_safety",)
+    breaks = {"checkpoint_safety": ("atomic_save",)}
+
+    def write_checkpoint(self, state: Dict[str, object], path: str) -> None:
+        torch.save({**state, INTEGRITY_KEY: state_digest(state)}, path)  # Fail: in place

@@ -49,7 +49,8 @@ def parse_spec(spec: str) -> Tuple[str, str, Optional[str]]:
     """`path/to/file.py:Class` or `path/to/file.py:Class=name` -> (absolute path, class, name or None)."""
     path, sep, rest = spec.rpartition(":")
     if not sep or not path or not rest:
-        raise SpecError(f"--python '{spec}' is not FILE.py:CLASS (or FILE.py:CLASS=NAME)")
+        raise SpecError(f"--python '{spec}' is not FILE.py:CLASS (or FILE.py:CLASS=NAME, or FILE.py: every recipe "
+                        f"class it defines)")
     cls, _, name = rest.partition("=")
     if not cls.isidentifier():
         raise SpecError(f"--python '{spec}': '{cls}' is not a class name")
@@ -101,6 +102,103 @@ def load(spec: str) -> Tuple[type, str, str, str, int, str]:
     return cls, name or recipe_name(cls), recipe_description(cls), path, line, absolute
 
 
+def expand(spec: str) -> List[str]:
+    """The specs a `--python` argument stands for: itself (`FILE.py:Class[=name]`), or, for a bare
+    `FILE.py`, `FILE.py:Class` for every subclass of torchconform.Run the file defines (not those it
+    imports, not `_private` ones), in the order of the file."""
+    if ":" in spec or not spec.endswith(".py"):
+        parse_spec(spec)  # a malformed spec: its SpecError
+        return [spec]
+    path = os.path.abspath(spec)
+    module = _module_for(path)
+    classes = [c for c in vars(module).values()
+               if isinstance(c, type) and issubclass(c, Run) and c is not Run and c.__module__ == module.__name__
+               and not c.__name__.startswith("_")]
+    if not classes:
+        raise SpecError(f"--python '{spec}': {path} defines no subclass of torchconform.Run")
+
+    def line(c: type) -> int:
+        try:
+            import inspect
+            return inspect.getsourcelines(c)[1]
+        except (OSError, TypeError):
+            return 0
+
+    return [f"{path}:{c.__name__}" for c in sorted(classes, key=line)]
+
+
 def provided_probes(run: Run) -> List[str]:
-    """The optional probes `run`'s class overrides (the others are the C++ base's: not provided)."""
-    return [p for p in PROBES if provides(run, p)]
+    """The optional probes `run`'s class overrides (the others are the C++ base's: not provided).
+    "optimizer" is always listed: an attribute set in setup() may provide it (see the_optimizer)."""
+    return [p for p in PROBES if provides(run, p) or p == "optimizer"]
+
+
+def the_optimizer(run: Run):
+    """The recipe's optimizer: its ``optimizer`` attribute when that is a torch.optim.Optimizer (as
+    most training code names it, ``self.optimizer = torch.optim.SGD(...)``), else what its
+    ``optimizer()`` override returns; NotImplementedError (not provided) without either."""
+    import torch
+
+    attr = getattr(run, "optimizer", None)
+    if isinstance(attr, torch.optim.Optimizer):
+        return attr
+    if provides(run, "optimizer") and callable(attr):
+        opt = attr()
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise TypeError(f"optimizer() returned {type(opt).__name__}, not a torch.optim.Optimizer")
+        return opt
+    raise NotImplementedError("optimizer")
+
+
+# The update rules torchconform's checks know, by PyTorch's class name (step_hygiene's rounding
+# bounds, amp's adaptive-optimizer rule); a subclass of one answers its base's name.
+KNOWN_OPTIMIZERS = ("SGD", "AdamW", "Adam", "RMSprop", "Adagrad", "LBFGS")
+
+
+def optimizer_algorithm(run: Run) -> str:
+    """The update rule of the recipe's optimizer: the first torch.optim class in its MRO that is known."""
+    optimizer = the_optimizer(run)
+    for cls in type(optimizer).__mro__:
+        if cls.__name__ in KNOWN_OPTIMIZERS and cls.__module__.startswith("torch.optim"):
+            return cls.__name__
+    return type(optimizer).__qualname__
+
+
+def optimizer_groups(run: Run) -> List[Tuple[list, float]]:
+    """Each param group's live tensors and learning rate (a tensor lr read as a float)."""
+    return [(list(g["params"]), float(g["lr"])) for g in the_optimizer(run).param_groups]
+
+
+def optimizer_step(run: Run) -> None:
+    """One update from the gradients the parameters hold now."""
+    the_optimizer(run).step()
+
+
+def load_into_bare_model(run: Run, path: str) -> Tuple[str, object, str]:
+    """Loads the model state of the checkpoint at ``path`` strictly into ``run.bare_model()``:
+    ("loaded", named parameters, ""), ("refused", None, why) when the state does not load strictly
+    (a pickled module object that weights_only refuses, no model state, other keys or shapes), or
+    ("unknown_format", None, why) when torch.load cannot read the file at all (a format of the
+    recipe's own)."""
+    import pickle
+
+    import torch
+
+    model = run.bare_model()
+    try:
+        state = run.model_state_of(path)
+    except pickle.UnpicklingError as e:  # weights_only=True refuses what is not plain state
+        first = str(e).strip().splitlines()
+        return "refused", None, "torch.load(weights_only=True) refuses the file: " + (
+            next((l for l in first if "Unsupported global" in l or "GLOBAL" in l), first[0] if first else ""))
+    except torchconform.ModelStateNotFound as e:
+        return "refused", None, str(e.args[0] if e.args else e)
+    except RuntimeError as e:  # not a torch.save archive (PytorchStreamReader, invalid load key)
+        return "unknown_format", None, f"torch.load cannot read it: {str(e).strip().splitlines()[0]}"
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
+        return "refused", None, "load_state_dict(strict=True): " + " ".join(lines)[:400]
+    with torch.no_grad():
+        return "loaded", dict(model.named_parameters()), ""

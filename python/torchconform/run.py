@@ -7,7 +7,7 @@ this page is fixed.
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -98,6 +98,9 @@ class Run:
     of them."""
     needs: Optional[str] = None
     """``"cuda"`` when the broken practice can only show where a CUDA device exists (``->Needs``)."""
+    control: bool = False
+    """A suite's own correct recipe (``->Control()``): a control that must pass, shown apart from the
+    recipes under test. Users' recipes leave it False (they are subjects under test)."""
 
     # --- required ------------------------------------------------------------------------------
     def setup(self, options: RunOptions) -> None:
@@ -170,10 +173,63 @@ class Run:
         """How each parameter is initialised."""
         raise NotImplementedError("declared_init")
 
+    def optimizer(self) -> torch.optim.Optimizer:
+        """The optimizer the train step uses (the live object: a check reads its ``param_groups``
+        and may call its ``step()`` on a fresh run loaded from a checkpoint). An attribute
+        ``self.optimizer`` holding a ``torch.optim.Optimizer`` (set in :meth:`setup`) provides it
+        as well: no override is needed then."""
+        raise NotImplementedError("optimizer")
+
+    def bare_model(self) -> torch.nn.Module:
+        """A freshly built, unwrapped model on the CPU (no DDP, FSDP or ``torch.compile`` around
+        it): what a checkpoint's model state must load into with ``load_state_dict(strict=True)``.
+        The checkpoint is read with ``torch.load(path, weights_only=True)``; its model state is the
+        whole object when that is a state dict, else the entry ``model_state_dict``, ``model``,
+        ``state_dict`` or ``model_state``. Override :meth:`model_state_of` for another layout."""
+        raise NotImplementedError("bare_model")
+
+    def model_state_of(self, path: str) -> Dict[str, torch.Tensor]:
+        """The model's state dict as the checkpoint at ``path`` holds it (see :meth:`bare_model`)."""
+        return find_model_state(torch.load(path, map_location="cpu", weights_only=True), path)
+
 
 PROBES: Tuple[str, ...] = ("example_input", "predict", "forward_train", "last_batch", "training_loss",
-                           "clip_norm", "declared_init")
+                           "clip_norm", "declared_init", "optimizer", "bare_model")
 """The optional probes above: the bridge calls a subclass's only where it overrides it."""
+
+
+MODEL_STATE_KEYS: Tuple[str, ...] = ("model_state_dict", "model", "state_dict", "model_state")
+"""Where :meth:`Run.model_state_of` looks for the model state in a checkpoint that is a dict."""
+
+
+class ModelStateNotFound(KeyError):
+    """The checkpoint holds no state dict of a model where :meth:`Run.model_state_of` looks."""
+
+
+def _is_state_dict(obj: object) -> bool:
+    return isinstance(obj, dict) and bool(obj) and all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+
+
+def find_model_state(obj: object, path: str = "the checkpoint") -> Dict[str, torch.Tensor]:
+    """The model state in a loaded checkpoint: ``obj`` itself when it is a state dict (names to
+    tensors), else its first entry in :data:`MODEL_STATE_KEYS` that is one."""
+    if _is_state_dict(obj):
+        return obj  # type: ignore[return-value]
+    if isinstance(obj, dict):
+        for key in MODEL_STATE_KEYS:
+            if _is_state_dict(obj.get(key)):
+                return obj[key]
+        for key in MODEL_STATE_KEYS:
+            if isinstance(obj.get(key), torch.nn.Module):
+                raise ModelStateNotFound(f"{path}'s entry '{key}' is a pickled {type(obj[key]).__name__} object, not "
+                                         f"its state_dict(): it loads only where that class still exists unchanged")
+        raise ModelStateNotFound(f"{path} has no model state dict (looked for the whole file and the entries "
+                                 f"{', '.join(MODEL_STATE_KEYS)}; it has {', '.join(map(str, list(obj)[:8]))})")
+    if isinstance(obj, torch.nn.Module):
+        raise ModelStateNotFound(f"{path} is a pickled {type(obj).__name__} object, not its state_dict(): it loads "
+                                 f"only where that class still exists unchanged")
+    raise ModelStateNotFound(f"{path} holds a {type(obj).__name__}, not a state dict")
 
 
 def provides(run: Run, probe: str) -> bool:
@@ -201,6 +257,6 @@ def recipe_description(cls: type) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else "a Python recipe"
 
 
-__all__ = ["EvalResult", "InitSpec", "NamedTensors", "PROBES", "Run", "RunOptions", "StepRecord",
-           "provides", "recipe_description", "recipe_name"]
+__all__ = ["EvalResult", "InitSpec", "MODEL_STATE_KEYS", "ModelStateNotFound", "NamedTensors", "PROBES", "Run",
+           "RunOptions", "StepRecord", "find_model_state", "provides", "recipe_description", "recipe_name"]
 

@@ -51,6 +51,7 @@
 #include "suites/amp/throughput.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
+#include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -153,18 +154,15 @@ class GradientTap {
 // moves by about lr whatever its rounding noise, so their update is no measure of precision; the
 // gradient the first compared step fed them is judged instead. No optimizer probe: the update.
 std::string adaptive_optimizer(Run& run) {
-  torch::optim::Optimizer* o = nullptr;
+  std::string a;
   try {
-    o = &run.optimizer();
+    a = optimizer_of(run)->optimizer_algorithm();
   } catch (const ProbeNotProvided&) {
     return "";
   }
-  if (dynamic_cast<torch::optim::SGD*>(o)) return "";
-  if (dynamic_cast<torch::optim::AdamW*>(o)) return "AdamW";
-  if (dynamic_cast<torch::optim::Adam*>(o)) return "Adam";
-  if (dynamic_cast<torch::optim::RMSprop*>(o)) return "RMSprop";
-  if (dynamic_cast<torch::optim::Adagrad*>(o)) return "Adagrad";
-  return "an optimizer other than SGD";
+  if (a == "SGD") return "";
+  if (a == "AdamW" || a == "Adam" || a == "RMSprop" || a == "Adagrad") return a;
+  return "an optimizer other than SGD (" + a + ")";
 }
 
 AmpLeg amp_leg(Amp& a, int64_t steps, const std::string& start) {

@@ -1,7 +1,9 @@
 // checkpoint_safety's corrupt_files_rejected, which no variant breaks: a recipe that writes the
 // reference's checkpoint (hash and size on its first line) but loads it without checking them,
 // straight into LibTorch's reader part by part (as `torch.load` does), loads bit-flipped tensor
-// data silently as other state. The reference's loader rejects every such file.
+// data silently as other state. The reference's loader rejects every such file. That is recorded
+// in the evidence, not judged: torch.save's files are the same, and the seeds' checkpoint practice
+// (whole state, weights_only=True) asks for no checksum; truncations are still rejected.
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -32,12 +34,13 @@ class UncheckedLoad : public ref::ReferenceRun {
   }
 };
 
-TEST(CheckpointSafetyCorruption, ALoaderThatSkipsTheHashLoadsFlippedBitsAsOtherState) {
+TEST(CheckpointSafetyCorruption, ALoaderThatSkipsTheHashLoadsFlippedBitsAsOtherStateRecordedNotJudged) {
   const Cell c = testing_recipes::run_one("checkpoint_safety", "unchecked_load",
                                           [] { return std::unique_ptr<tc::Run>(new UncheckedLoad()); });
-  EXPECT_EQ(c.outcome, Outcome::kFail) << c.evidence;
-  EXPECT_EQ(testing_recipes::promise_status(c, "corrupt_files_rejected"), "broken") << c.evidence;
-  EXPECT_GT(c.metrics.value("corruptions_loaded_other_state", 0), 0) << c.metrics.dump().substr(0, 800);
+  EXPECT_EQ(testing_recipes::promise_status(c, "corrupt_files_rejected"), "held") << c.evidence;
+  EXPECT_GT(c.metrics.value("bit_flips_loaded_other_state", 0), 0) << c.metrics.dump().substr(0, 800);
+  EXPECT_EQ(c.metrics.value("truncations_loaded", -1), 0) << c.metrics.dump().substr(0, 800);
+  EXPECT_NE(c.evidence.find("single-bit flips loaded as other values"), std::string::npos) << c.evidence;
   std::cout << c.evidence << "\n";
 }
 

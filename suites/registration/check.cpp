@@ -12,6 +12,7 @@
 #include "harness/util/text_format.h"
 #include "suites/support/hooks.h"
 #include "suites/support/kit.h"
+#include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
 
 namespace tc {
@@ -97,8 +98,8 @@ void parameters_registered(Run& run, Findings& out) {
                        "output): " + dead);
   }
   std::set<const void*> optimised;
-  for (const auto& group : run.optimizer().param_groups()) {
-    for (const auto& p : group.params()) optimised.insert(p.unsafeGetTensorImpl());
+  for (const auto& group : optimizer_of(run)->optimizer_groups()) {
+    for (const auto& p : group.params) optimised.insert(p.unsafeGetTensorImpl());
   }
   std::string missing;
   for (const auto& [name, p] : params) {

@@ -61,6 +61,7 @@
 #include "suites/support/generators.h"
 #include "suites/support/hooks.h"
 #include "suites/support/kit.h"
+#include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
 
@@ -69,12 +70,6 @@ namespace {
 
 constexpr const char* kFresh = "fresh_gradients";
 constexpr const char* kClip = "clip_between_backward_and_step";
-
-std::vector<double> learning_rates(torch::optim::Optimizer& o) {
-  std::vector<double> lrs;
-  for (auto& g : o.param_groups()) lrs.push_back(g.options().get_lr());
-  return lrs;
-}
 
 // The gradients on `params` (CPU copies; undefined where a parameter has none).
 std::vector<at::Tensor> grads_of(const NamedTensors& params) {
@@ -98,18 +93,17 @@ struct Replayed {
   double update_roundings = 2.0;
 };
 
-// c_opt for the optimizers of torch::optim (0: SGD, whose bound is derived in full above).
-double update_roundings(torch::optim::Optimizer& o, std::string* name = nullptr) {
-  auto named = [&](const char* n, double c) {
+// c_opt for the update rules of torch.optim by name (0: SGD, whose bound is derived in full above).
+double update_roundings(OptimizerProbe& o, std::string* name = nullptr) {
+  const std::string a = o.optimizer_algorithm();
+  auto named = [&](const std::string& n, double c) {
     if (name) *name = n;
     return c;
   };
-  if (dynamic_cast<torch::optim::SGD*>(&o)) return named("SGD", 0.0);
-  if (dynamic_cast<torch::optim::AdamW*>(&o)) return named("AdamW", 14.0);
-  if (dynamic_cast<torch::optim::Adam*>(&o)) return named("Adam", 14.0);
-  if (dynamic_cast<torch::optim::RMSprop*>(&o)) return named("RMSprop", 14.0);
-  if (dynamic_cast<torch::optim::Adagrad*>(&o)) return named("Adagrad", 12.0);
-  return named("an optimizer torchconform does not know (16 roundings assumed on its update)", 16.0);
+  if (a == "SGD") return named(a, 0.0);
+  if (a == "AdamW" || a == "Adam" || a == "RMSprop") return named(a, 14.0);
+  if (a == "Adagrad") return named(a, 12.0);
+  return named(a + ", an optimizer torchconform does not know (16 roundings assumed on its update)", 16.0);
 }
 
 // The relative difference two correct clipped gradients may have: (kappa + 2) u, kappa as above.
@@ -142,22 +136,23 @@ Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::stri
   Replayed out;
   out.loaded_params = snapshot(r->parameters());
   out.loaded_state = snapshot(r->optimizer_state());
-  out.loaded_lrs = learning_rates(r->optimizer());
+  const std::shared_ptr<OptimizerProbe> opt = optimizer_of(*r);
+  out.loaded_lrs = learning_rates(*opt);
   for (double lr : out.loaded_lrs) out.lr = std::max(out.lr, lr);
   NamedTensors ps = r->parameters();
   std::vector<at::Tensor> with_grad;
   set_grads(ps, grads, 1.0, &with_grad);
   if (max_norm > 0 && !with_grad.empty()) torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
   out.clipped = grads_of(ps);
-  r->optimizer().step();
+  opt->optimizer_step();
   out.after = snapshot(r->parameters());
-  out.update_roundings = update_roundings(r->optimizer());
+  out.update_roundings = update_roundings(*opt);
   if (out.update_roundings > 0) {
     // The same step from the same state with the clipped gradient scaled by (1 + s).
     r->load_checkpoint(before);
     NamedTensors again = r->parameters();
     set_grads(again, out.clipped, 1.0 + gradient_slack(grads, max_norm), nullptr);
-    r->optimizer().step();
+    opt->optimizer_step();
     const NamedTensors moved = snapshot(r->parameters());
     for (size_t i = 0; i < moved.size(); ++i) {
       out.sensitivity.emplace_back(
@@ -381,7 +376,7 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
   const NamedTensors params = run.parameters();
   o.start = snapshot(params);
   o.state = snapshot(run.optimizer_state());
-  o.lrs = learning_rates(run.optimizer());
+  o.lrs = learning_rates(*optimizer_of(run));
   o.left_before = grads_of(params);
   o.gen = save_generators(device);
   o.fresh.resize(params.size());
@@ -539,7 +534,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
     const double kappa = kappa_of(o.fresh, max_norm, o.start, tally.bound);
     if (!tally.bound.contains("optimizer")) {
       std::string name;
-      const double c_opt = update_roundings(run->optimizer(), &name);
+      const double c_opt = update_roundings(*optimizer_of(*run), &name);
       tally.bound["optimizer"] = name;
       if (c_opt > 0) {
         tally.bound["formula"] = "u * (4|p'| + c_opt |p' - p|) + S, S = |p'(g_c (1 + (kappa + 2) u)) - p'(g_c)| measured";

@@ -77,6 +77,23 @@ TEST(PythonBridge, RegistersTheClassUnderItsSnakeCaseNameOrTheGivenOne) {
   EXPECT_THROW(load_python_recipe(kTiny + ":TinyRun", reg), std::invalid_argument);
 }
 
+TEST(PythonBridge, AFileAloneRegistersEveryRecipeClassItDefinesInItsOrder) {
+  Registry reg;
+  const std::vector<PythonRecipe> all = load_python_recipes(kTiny, reg);
+  std::vector<std::string> names;
+  for (const PythonRecipe& r : all) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tiny_run", "failing_run", "declared_variant"}));
+  EXPECT_EQ(all[0].spec, kTiny + ":TinyRun");  // what a child process is given: one class each
+  const RecipeInfo* variant = reg.find_recipe("declared_variant");
+  ASSERT_NE(variant, nullptr);
+  EXPECT_EQ(variant->role(), Role::kVariant);
+  // A file that defines no recipe class (torchconform's own module imports Run, defines none).
+  const std::string none = std::string(TC_SOURCE_DIR) + "/python/torchconform/__init__.py";
+  EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipes(none, reg); })
+                .find("defines no subclass of torchconform.Run"),
+            std::string::npos);
+}
+
 TEST(PythonBridge, RefusesABadSpecWithASentence) {
   Registry reg;
   EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipe("no_colon.py", reg); }).find("is not FILE.py:CLASS"),
