@@ -7,6 +7,9 @@
 #   lib/libtc_*.a                                   harness, cli, main, reference, check support, suites
 #   lib/cmake/torchconform/                         torchconformConfig.cmake (+ version, targets)
 #   bin/torchconform                                the stock binary
+#   share/torchconform/python/torchconform/         the Python recipe API (`import torchconform`), where
+#                                                   the bridge is built: the installed binary finds it
+#                                                   at ../share/torchconform/python from its own directory
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -68,6 +71,20 @@ install(EXPORT torchconformTargets NAMESPACE torchconform:: DESTINATION ${TC_INS
 # The stock binary, finding LibTorch where it was linked from.
 set_target_properties(torchconform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS torchconform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+# The Python recipe API beside it (`run --python FILE.py:Class`, docs/python.md): the pure-Python
+# package `torchconform` a recipe imports. The binary (python/bridge/interpreter.cpp) looks for it
+# at TC_PYTHON_PACKAGE_RELATIVE_DIR from its own directory first, then in the source tree's python/
+# (TC_PYTHON_PACKAGE_DIR), which is what a binary in the build tree finds.
+if(TC_PYTHON_BRIDGE_BUILT)
+  set(TC_INSTALL_PYTHONDIR ${CMAKE_INSTALL_DATADIR}/torchconform/python)
+  install(DIRECTORY python/torchconform DESTINATION ${TC_INSTALL_PYTHONDIR}
+          FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
+  file(RELATIVE_PATH _tc_python_rel /p/${CMAKE_INSTALL_BINDIR} /p/${TC_INSTALL_PYTHONDIR})
+  # On interpreter.cpp alone (the bridge's other sources need not rebuild when the layout changes).
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/python/bridge/interpreter.cpp TARGET_DIRECTORY tc_python_bridge APPEND PROPERTY
+               COMPILE_DEFINITIONS TC_PYTHON_PACKAGE_RELATIVE_DIR="${_tc_python_rel}")
+endif()
 
 set(TC_BUILT_TORCH_VERSION ${Torch_VERSION})
 configure_package_config_file(cmake/torchconformConfig.cmake.in

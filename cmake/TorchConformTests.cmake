@@ -322,6 +322,12 @@ set_tests_properties(bench.render_html PROPERTIES LABELS "bench;unit" FIXTURES_R
 
 # --- the conformance matrix, one CTest test per cell, discovered from `torchconform list --json` --
 set(TC_BINARY $<TARGET_FILE:torchconform>)
+# The Python reference and variants (python/reference/), where the bridge is built: their cells
+# are registered beside the C++ ones (conformance.python.cpu.<check>, label python).
+set(TC_PY_REFERENCE_SPECS "")
+if(TC_PYTHON_BRIDGE_BUILT)
+  set(TC_PY_REFERENCE_SPECS "--python;${PROJECT_SOURCE_DIR}/python/reference/reference.py;--python;${PROJECT_SOURCE_DIR}/python/reference/variants.py")
+endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/conformance_tests.cmake.in
                ${CMAKE_BINARY_DIR}/conformance_tests.cmake.gen @ONLY)
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake
@@ -353,6 +359,16 @@ add_test(NAME compat.user_recipe_0_3
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
 set_tests_properties(compat.user_recipe_0_3 PROPERTIES LABELS example TIMEOUT 1500 COST 110)
+# A team's Python training script (examples/python_recipe, its own directory) through the installed
+# binary's `run --python`: the installed torchconform package imported, the cells ok, language python.
+# Three checks, about a minute: reproducibility (a fresh process too), resume_equality, eval_mode.
+if(TC_PYTHON_BRIDGE_BUILT)
+  add_test(NAME example.python_recipe
+           COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
+                   -DWORK=${TC_TEST_OUT}/python_recipe -DCHECKS=reproducibility,resume_equality,eval_mode
+                   -P ${PROJECT_SOURCE_DIR}/cmake/python_example_test.cmake)
+  set_tests_properties(example.python_recipe PROPERTIES LABELS example TIMEOUT 600 COST 60)
+endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
 # One executable per layer, each with its corruption corpus (2,000 files, each read in a forked

@@ -1,6 +1,8 @@
 #include "python/bridge/interpreter.h"
 
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -17,6 +19,33 @@ namespace {
 bool is_dir(const std::string& p) {
   struct stat st {};
   return !p.empty() && stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return !p.empty() && stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The directory holding the `torchconform` package: an installed binary's, at
+// TC_PYTHON_PACKAGE_RELATIVE_DIR from the executable's own directory (cmake/TorchConformInstall.cmake:
+// bin/../share/torchconform/python), else the source tree's python/ (a binary in the build tree).
+std::string find_package_dir() {
+#ifdef TC_PYTHON_PACKAGE_RELATIVE_DIR
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1) + TC_PYTHON_PACKAGE_RELATIVE_DIR;
+    if (is_file(dir + "/torchconform/__init__.py")) {
+      char resolved[PATH_MAX];
+      return realpath(dir.c_str(), resolved) != nullptr ? std::string(resolved) : dir;
+    }
+  }
+#endif
+#ifdef TC_PYTHON_PACKAGE_DIR
+  if (is_dir(TC_PYTHON_PACKAGE_DIR)) return TC_PYTHON_PACKAGE_DIR;
+#endif
+  return "";
 }
 
 // The venv's site-packages and the interpreter a DataLoader's spawned workers run: from
@@ -78,10 +107,7 @@ void start() {
   std::string error;
   try {
     const Venv venv = find_venv();
-    std::string package_dir;
-#ifdef TC_PYTHON_PACKAGE_DIR
-    if (is_dir(TC_PYTHON_PACKAGE_DIR)) package_dir = TC_PYTHON_PACKAGE_DIR;
-#endif
+    const std::string package_dir = find_package_dir();
     py::dict scope;
     scope["__builtins__"] = py::module_::import("builtins");
     py::exec(kSetup, scope);
