@@ -59,6 +59,13 @@ if(TC_PYTHON_BRIDGE_BUILT)
   target_compile_definitions(tc_python_cli_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_cli_tests)
   tc_gtest_suites(tc_python_cli_tests LABELS unit)
+  # The Python reference against the C++ one, 20 losses bitwise (python/bridge/tests/reference_parity_test.cpp).
+  add_executable(tc_python_parity_tests python/bridge/tests/reference_parity_test.cpp)
+  target_link_libraries(tc_python_parity_tests PRIVATE tc_python_bridge tc_reference_recipe GTest::gtest_main)
+  target_compile_options(tc_python_parity_tests PRIVATE ${TORCH_CXX_FLAGS})
+  target_compile_definitions(tc_python_parity_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  tc_torch_link_fixups(tc_python_parity_tests)
+  tc_gtest_suites(tc_python_parity_tests LABELS unit)
 endif()
 
 add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
