@@ -12,13 +12,10 @@ CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) 
   Scratch scratch("torchconform-child-");
   const std::string report = scratch.file("cell.json"), log = scratch.file("cell.log");
   child::Spec launch;
-  launch.argv = spec.launcher;
-  for (const std::string& a : {spec.executable, std::string("run"), std::string("--device"), ctx.device,
-                               std::string("--check"), ctx.check, std::string("--recipe"), ctx.recipe,
-                               std::string("--seed"), std::to_string(ctx.seed), std::string("--json"), report,
-                               std::string("--html"), std::string()}) {
-    launch.argv.push_back(a);
-  }
+  std::vector<std::string>& argv = launch.argv;
+  argv = spec.launcher;
+  argv.insert(argv.end(), {spec.executable, "run", "--device", ctx.device, "--check", ctx.check, "--recipe",
+                           ctx.recipe, "--seed", std::to_string(ctx.seed), "--json", report, "--html", ""});
   launch.argv.insert(launch.argv.end(), spec.extra.begin(), spec.extra.end());
   for (const std::string& python : ctx.python_specs) {  // a Python recipe is known there only when loaded again
     launch.argv.push_back("--python");
@@ -28,6 +25,8 @@ CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) 
   if (ctx.sweep) launch.argv.push_back("--sweep");
   launch.log_path = log;
   launch.timeout = spec.timeout;
+  // torchrun stops its workers on SIGTERM (it needs the default grace); the binary alone, a few s.
+  if (spec.launcher.empty()) launch.kill_grace = std::chrono::seconds(5);
   CellFromChild out;
   try {
     out.exit = child::run(launch);

@@ -58,7 +58,7 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 
 }  // namespace
 
-Process::Process(const Spec& spec) : timeout_(spec.timeout) {
+Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.kill_grace) {
   if (spec.argv.empty()) throw std::invalid_argument("nothing to launch");
   const std::vector<std::string> env = environment_with(spec.env);
   std::vector<char*> args = pointers(spec.argv), envp = pointers(env);
@@ -88,10 +88,10 @@ namespace {
 // torchrun starts each worker in a session of its own, out of reach of a signal to torchrun's
 // group: SIGTERM lets torchrun stop its workers (it sends them SIGTERM, and SIGKILL 30 s later);
 // only when it has not exited after that is its group killed.
-int terminate_group(pid_t pid) {
+int terminate_group(pid_t pid, std::chrono::milliseconds grace) {
   kill(-pid, SIGTERM);
   int status = 0;
-  const auto hard = std::chrono::steady_clock::now() + std::chrono::seconds(45);
+  const auto hard = std::chrono::steady_clock::now() + grace;
   while (waitpid(pid, &status, WNOHANG) != pid) {
     if (std::chrono::steady_clock::now() >= hard) {
       kill(-pid, SIGKILL);
@@ -106,7 +106,7 @@ int terminate_group(pid_t pid) {
 }  // namespace
 
 Process::~Process() {
-  if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_);
+  if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_, kill_grace_);
   if (reaped_ && !done_) kill(-pid_, SIGKILL);
 }
 
@@ -134,7 +134,7 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
     if (r == pid_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       result_.timed_out = true;
-      status = terminate_group(pid_);
+      status = terminate_group(pid_, kill_grace_);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -17,6 +17,10 @@ struct Spec {
   std::vector<std::pair<std::string, std::string>> env;     // added to this process's environment
   std::string log_path;                                     // stdout and stderr (appended)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  // At the deadline: SIGTERM to the group, SIGKILL this much later if it has not exited. torchrun
+  // needs the default (it stops its workers, which it kills 30 s after its own SIGTERM); a single
+  // process that ignores SIGTERM needs little.
+  std::chrono::milliseconds kill_grace{std::chrono::seconds(45)};
 };
 
 struct Result {
@@ -27,7 +31,7 @@ struct Result {
 
 // Runs spec in its own process group (std::runtime_error naming argv[0] when it cannot be started,
 // e.g. not found); at the deadline SIGTERM to the group (torchrun then stops
-// its workers, which live in sessions of their own), SIGKILL to the group 45 s later.
+// its workers, which live in sessions of their own), SIGKILL to the group kill_grace later.
 Result run(const Spec& spec);
 
 // Starts without waiting; wait() as run() does. For tests that act on the processes meanwhile.
@@ -48,6 +52,7 @@ class Process {
   int pid_ = -1;
   std::chrono::steady_clock::time_point start_;
   std::chrono::milliseconds timeout_;
+  std::chrono::milliseconds kill_grace_;
   bool done_ = false;
   bool reaped_ = false;  // finished() collected the exit status
   int reaped_status_ = 0;

@@ -70,6 +70,20 @@ TEST(ChildProcess, TheDeadlineStopsTheGroup) {
   EXPECT_EQ(r.exit_code, 128 + 15);
 }
 
+// A group that ignores SIGTERM is killed kill_grace after the deadline (SIGKILL: 128 + 9), not 45 s.
+TEST(ChildProcess, AGroupIgnoringSigtermIsKilledAfterTheGrace) {
+  Scratch scratch;
+  child::Spec spec;
+  spec.argv = {"sh", "-c", "trap '' TERM; sleep 300 & wait; sleep 300"};
+  spec.log_path = scratch.file("log");
+  spec.timeout = std::chrono::milliseconds(300);
+  spec.kill_grace = std::chrono::milliseconds(200);
+  const child::Result r = child::run(spec);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + 9);
+  EXPECT_LT(r.wall_s, 40.0);  // not the default 45 s grace (a bound no load reaches: 300 + 200 ms asked)
+}
+
 // A child that writes no report: a HarnessError naming the child, its exit code and its output.
 TEST(CellInChild, NoReportIsAHarnessErrorWithTheOutput) {
   CheckContext ctx;
