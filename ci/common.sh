@@ -17,7 +17,8 @@ TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann
          chromium     # chromium: the HTML report test renders the page headless
          libgloo-dev  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
          python3.11-dev  # the libpython the Python bridge embeds (python/CMakeLists.txt)
-         clang libclang-rt-14-dev)  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
+         clang libclang-rt-14-dev  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
+         valgrind)  # `bench --measure instructions`: callgrind and its client-request headers
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TC_BUILD_DIR=${TC_BUILD_DIR:-$TC_ROOT/build}

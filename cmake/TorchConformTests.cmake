@@ -34,6 +34,7 @@ add_executable(tc_harness_tests
   harness/tests/child_process_test.cpp
   harness/tests/compare_numerics_test.cpp
   harness/tests/compare_test.cpp
+  harness/tests/instructions_test.cpp
   harness/qualify/tests/assess_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp

@@ -58,7 +58,7 @@ const char* to_string(BenchStatus s) {
 
 int Comparison::regressions() const {
   return static_cast<int>(std::count_if(benchmarks.begin(), benchmarks.end(), [](const BenchChange& b) {
-    return b.status == BenchStatus::kRegression;
+    return b.status == BenchStatus::kRegression && b.gating;
   }));
 }
 
@@ -185,6 +185,34 @@ Comparison compare_reports(const Report& base, const Report& next, const Compare
       c.benchmarks.push_back(std::move(ch));
     } else {
       c.benchmarks.push_back(compare_benchmark(*it->second, b, o));
+      // Counted on both sides: the counts' row, which gates; the time row is reported beside it.
+      auto ci = it->second->counters.find("instructions");
+      auto ni = b.counters.find("instructions");
+      if (ci != it->second->counters.end() && ni != b.counters.end()) {
+        BenchmarkRecord x = *it->second, y = b;
+        for (BenchmarkRecord* r : {&x, &y}) {
+          const BenchmarkCounter& k = r->counters.at("instructions");
+          r->unit = "instructions";
+          r->samples = k.samples;
+          r->median = k.median;
+        }
+        CompareOptions io = o;
+        io.threshold = o.instruction_threshold;
+        io.metric_thresholds.clear();
+        BenchChange ch = compare_benchmark(x, y, io);
+        ch.instructions = true;
+        if (!o.gate_time_too) {
+          BenchChange& time_row = c.benchmarks.back();
+          time_row.gating = false;
+          time_row.warnings.push_back("time reported, not gating: both reports count this benchmark's instructions, "
+                                      "which gate (--gate-time: time as well)");
+        }
+        // Counts hardly vary: the few-samples warning is about time's spread, not theirs.
+        ch.warnings.erase(std::remove_if(ch.warnings.begin(), ch.warnings.end(),
+                                         [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
+                          ch.warnings.end());
+        c.benchmarks.push_back(std::move(ch));
+      }
     }
   }
   for (const BenchmarkRecord& b : base.benchmarks) {

@@ -11,6 +11,12 @@
 //    two-sided Mann-Whitney U test (SciPy's method) finds the samples differ (p < alpha, both
 //    sides >= 2 samples) AND the change in the worse direction exceeds the threshold (the global
 //    one, or the benchmark's own from --metric-threshold NAME=PCT).
+//  - Instruction counts (counters.instructions, `bench --measure instructions`): a benchmark whose
+//    records on both sides carry them gets a second row, unit "instructions" (per iteration, the
+//    counted repetitions as samples), judged by the same rule with the instruction threshold
+//    (--instruction-threshold, default 0.5%: identical builds' counts differ by about 0.1%). That
+//    row gates; the time row beside it is reported but does not gate (a shared machine moves times
+//    beyond any threshold; counts it does not), unless gate_time_too (--gate-time).
 //  - A side with fewer than 9 samples gets a warning (the test has little power; with 2 + 2
 //    samples the smallest exact p is 1/3, so nothing can be significant).
 //  - Numerics: cells matched by (check, recipe, device) whose metrics hold a training fingerprint
@@ -53,6 +59,8 @@ struct CompareOptions {
   int warn_below_samples = 9;
   NumericsGate numerics = NumericsGate::kOff;
   double numerics_tolerance = kNumericsTolerance;  // relative, as a fraction
+  double instruction_threshold = 0.005;             // for the instruction-count rows
+  bool gate_time_too = false;  // the time row of a benchmark with counts on both sides gates as well
 
   CompareOptions& set_threshold(double t) { threshold = t; return *this; }
   CompareOptions& metric_threshold(const std::string& name, double t) {
@@ -104,6 +112,8 @@ struct BenchChange {
   bool significant = false;
   BenchStatus status = BenchStatus::kUnchanged;
   std::vector<std::string> warnings;
+  bool instructions = false;  // the instruction-count row of the benchmark (unit "instructions")
+  bool gating = true;         // false: reported, not gating (a time row beside instruction counts)
 };
 
 enum class NumericsStatus {
@@ -175,7 +185,7 @@ struct Comparison {
   std::vector<NumericsChange> numerics;  // every cell with a fingerprint on either side
   CompareOptions options;
 
-  int regressions() const;
+  int regressions() const;  // gating rows that regressed
   int worse_cells() const;
   int numerics_failures() const;  // cells whose numerics fail the gate under options.numerics
 };

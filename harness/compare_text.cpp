@@ -169,7 +169,8 @@ std::string render_compare_text(const Comparison& c) {
       << pad(b.status == BenchStatus::kRemoved ? "-" : num(b.next_median), 11)
       << pad(both && b.status != BenchStatus::kUnitChanged ? signed_pct(b.change) : "-", 9)
       << pad(b.test ? num(b.test->p) : "-", 10) << pad(b.test ? stats::to_string(b.test->method) : "-", 11)
-      << (b.status == BenchStatus::kRegression ? "REGRESSION" : to_string(b.status));
+      << (b.status == BenchStatus::kRegression ? (b.gating ? "REGRESSION" : "regression (not gating)")
+                                                 : to_string(b.status));
     if (b.status == BenchStatus::kRegression || b.status == BenchStatus::kImprovement) {
       s << " (" << (b.direction == Direction::kLowerIsBetter ? "lower" : "higher") << " is better, threshold "
         << signed_pct(b.threshold).substr(1) << ")";

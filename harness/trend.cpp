@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "harness/util/statistics.h"
 
@@ -22,7 +23,7 @@ const char* to_string(TrendStatus s) {
 
 int Trend::regressions() const {
   return static_cast<int>(std::count_if(series.begin(), series.end(), [](const TrendSeries& s) {
-    return s.status == TrendStatus::kRegression;
+    return s.status == TrendStatus::kRegression && s.gating;
   }));
 }
 
@@ -31,20 +32,27 @@ Trend compute_trend(const std::vector<Report>& runs, const std::vector<std::stri
   Trend t;
   t.labels = labels;
   t.options = o;
-  std::map<std::pair<std::string, std::string>, size_t> index;
+  // (name, device, instructions?) -> series
+  std::map<std::tuple<std::string, std::string, bool>, size_t> index;
+  auto series_of = [&](const BenchmarkRecord& b, bool counted) -> TrendSeries& {
+    auto [it, fresh] = index.try_emplace({b.name, b.device, counted}, t.series.size());
+    if (fresh) {
+      TrendSeries s;
+      s.name = b.name;
+      s.device = b.device;
+      s.unit = counted ? "instructions" : b.unit;
+      s.direction = counted ? Direction::kLowerIsBetter : direction_for_unit(b.unit);
+      s.instructions = counted;
+      s.medians.assign(runs.size(), NAN);
+      t.series.push_back(std::move(s));
+    }
+    return t.series[it->second];
+  };
   for (size_t r = 0; r < runs.size(); ++r) {
     for (const BenchmarkRecord& b : runs[r].benchmarks) {
-      auto [it, fresh] = index.try_emplace({b.name, b.device}, t.series.size());
-      if (fresh) {
-        TrendSeries s;
-        s.name = b.name;
-        s.device = b.device;
-        s.unit = b.unit;
-        s.direction = direction_for_unit(b.unit);
-        s.medians.assign(runs.size(), NAN);
-        t.series.push_back(std::move(s));
-      }
-      t.series[it->second].medians[r] = b.samples.empty() ? b.median : stats::median(b.samples);
+      series_of(b, false).medians[r] = b.samples.empty() ? b.median : stats::median(b.samples);
+      auto c = b.counters.find("instructions");
+      if (c != b.counters.end() && !c->second.samples.empty()) series_of(b, true).medians[r] = stats::median(c->second.samples);
     }
   }
   const size_t w = static_cast<size_t>(std::max(1, o.window));
@@ -59,12 +67,22 @@ Trend compute_trend(const std::vector<Report>& runs, const std::vector<std::stri
       const double ch = s.reference != 0.0 ? (present[i] - s.reference) / s.reference : 0.0;
       s.recent_changes.push_back(ch);
       const double bad = s.direction == Direction::kLowerIsBetter ? ch : -ch;
-      if (bad > o.threshold) ++worse;
-      if (-bad > o.threshold) ++better;
+      const double threshold = s.instructions ? o.instruction_threshold : o.threshold;
+      if (bad > threshold) ++worse;
+      if (-bad > threshold) ++better;
     }
     s.status = worse == static_cast<int>(w)    ? TrendStatus::kRegression
                : better == static_cast<int>(w) ? TrendStatus::kImprovement
                                                : TrendStatus::kStable;
+  }
+  // A judged instruction series gates in place of its benchmark's time series.
+  if (!o.gate_time_too) {
+    for (const TrendSeries& c : t.series) {
+      if (!c.instructions || c.status == TrendStatus::kShortHistory) continue;
+      for (TrendSeries& s : t.series) {
+        if (!s.instructions && s.name == c.name && s.device == c.device) s.gating = false;
+      }
+    }
   }
   return t;
 }

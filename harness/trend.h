@@ -6,6 +6,11 @@
 // of all earlier medians) by more than the threshold in the same direction. Worse (larger for
 // time-like units, smaller for units ending in "/s") is a regression and fails the gate; better
 // is reported as an improvement. A single outlier run never flags: all W must agree.
+// Instruction counts (counters.instructions, `bench --measure instructions`): a benchmark counted
+// in some runs gets a second series, unit "instructions", judged by the same rule with the
+// instruction threshold (default 0.5%). When that series has enough history to be judged
+// (W + 2 runs), it gates and the time series beside it is reported, not gating (unless
+// gate_time_too).
 #pragma once
 
 #include <string>
@@ -19,6 +24,8 @@ namespace tc {
 struct TrendOptions {
   double threshold = 0.05;
   int window = 3;
+  double instruction_threshold = 0.005;
+  bool gate_time_too = false;
 };
 
 enum class TrendStatus { kStable, kRegression, kImprovement, kShortHistory };
@@ -31,6 +38,8 @@ struct TrendSeries {
   double reference = 0.0;       // median of the earlier runs' medians
   std::vector<double> recent_changes;  // the last W medians relative to the reference
   TrendStatus status = TrendStatus::kShortHistory;
+  bool instructions = false;  // the series of instruction counts (per iteration)
+  bool gating = true;         // false: a time series beside a judged instruction series
 };
 
 struct Trend {

@@ -20,6 +20,8 @@ std::string render_trend_text(const Trend& t) {
     } else {
       s << " (needs " << t.options.window + 2 << " runs with it)";
     }
+    if (ts.instructions) s << " [threshold " << t.options.instruction_threshold * 100 << "%]";
+    if (!ts.gating) s << " [not gating: its instruction counts gate]";
     s << '\n';
   }
   s << "trend gate: " << (exit_code_for(t) ? "FAIL" : "PASS") << " (" << t.regressions()

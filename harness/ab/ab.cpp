@@ -29,7 +29,12 @@ int AbResult::count(AbStatus s) const {
       std::count_if(benchmarks.begin(), benchmarks.end(), [s](const AbBench& b) { return b.status == s; }));
 }
 
-double round_value(const BenchmarkRecord& r, bool cpu_time) {
+double round_value(const BenchmarkRecord& r, bool cpu_time, bool instructions) {
+  if (instructions) {
+    auto it = r.counters.find("instructions");
+    return it == r.counters.end() || it->second.samples.empty() ? std::numeric_limits<double>::quiet_NaN()
+                                                                : stats::median(it->second.samples);
+  }
   if (cpu_time) return r.cpu_samples.empty() ? std::numeric_limits<double>::quiet_NaN() : stats::median(r.cpu_samples);
   return r.samples.empty() ? r.median : stats::median(r.samples);
 }
@@ -119,7 +124,7 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       if (x) base_unit = x->unit;
       if (y) b.unit = y->unit;
       if (!x || !y) continue;
-      const double bv = round_value(*x, o.cpu_time), nv = round_value(*y, o.cpu_time);
+      const double bv = round_value(*x, o.cpu_time, o.instructions), nv = round_value(*y, o.cpu_time, o.instructions);
       if (!(bv > 0.0) || !(nv >= 0.0)) continue;  // no ratio of a zero or NaN base
       b.rounds.push_back(static_cast<int>(i));
       b.base.push_back(bv);
@@ -134,12 +139,19 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       result.benchmarks.push_back(std::move(b));
       continue;
     }
+    if (o.instructions) {  // counted per iteration, whatever the benchmark's time unit: fewer is better
+      b.unit = "instructions";
+      b.direction = Direction::kLowerIsBetter;
+    }
     judge_ratios(b, o.level);
     if (b.ratios.size() < rounds.size()) {
       std::ostringstream s;
       s << (b.note.empty() ? "" : "; ") << rounds.size() - b.ratios.size()
         << " round(s) without a value on both sides left out"
-        << (o.cpu_time ? " (a report without CPU times: a build older than cpu_samples)" : "");
+        << (o.instructions ? " (no instruction counts: a build older than `bench --measure instructions`, or a "
+                             "benchmark whose timed loop was not counted)"
+            : o.cpu_time   ? " (a report without CPU times: a build older than cpu_samples)"
+                           : "");
       b.note += s.str();
     }
     result.benchmarks.push_back(std::move(b));

@@ -57,6 +57,10 @@ struct AbOptions {
   // not see time spent waiting (I/O, a sleep, another thread's work), so it only fits benchmarks
   // whose work runs on the thread that times it (docs/benchmarks-and-gating.md).
   bool cpu_time = false;
+  // A round's value from the instructions the benchmark's thread executed per iteration, counted
+  // under valgrind (counters.instructions, harness/instructions.h); overrides cpu_time. Blind to
+  // memory, threading and waiting, but not moved by other jobs on the machine.
+  bool instructions = false;
 
   AbOptions& set_threshold(double t) { threshold = t; return *this; }
   AbOptions& metric_threshold(const std::string& name, double t) {
@@ -65,6 +69,9 @@ struct AbOptions {
   }
   AbOptions& set_strict(bool s) { strict = s; return *this; }
   AbOptions& set_cpu_time(bool c) { cpu_time = c; return *this; }
+  AbOptions& set_instructions(bool i) { instructions = i; return *this; }
+  // "real", "cpu" or "instructions": what a round's value is.
+  const char* time_name() const { return instructions ? "instructions" : cpu_time ? "cpu" : "real"; }
 };
 
 // One round: which side ran first, the machine's 1-minute load average when it started, and the
@@ -121,6 +128,7 @@ struct AbRunInfo {
   std::string base_binary, next_binary;  // resolved
   std::vector<std::pair<std::string, std::string>> base_env, next_env;
   std::string pairing = "repetition";    // "repetition" (turns within one bench each) or "run"
+  bool instructions = false;             // repetition pairing, counted: both builds at once under valgrind
   std::vector<std::string> bench_flags;  // run: what each round's bench got; repetition: as given after --
   std::vector<std::string> turn_flags;   // repetition: what each side's bench got besides ab's own
   std::vector<std::pair<std::string, long long>> iterations;  // repetition: per benchmark run, of one repetition
@@ -133,8 +141,9 @@ struct AbRunInfo {
 
 // The value of one side in one round: the median of its repetitions' real time (the record's
 // median when it carries no samples), or, with cpu_time, of their CPU time (NaN when the record
-// has none: a report written before CPU time was kept).
-double round_value(const BenchmarkRecord& r, bool cpu_time = false);
+// has none: a report written before CPU time was kept), or, with instructions, of its
+// counters.instructions (NaN when it has none).
+double round_value(const BenchmarkRecord& r, bool cpu_time = false, bool instructions = false);
 
 // The verdict on paired ratios (exposed for tests): fills b.ratio, b.status and b.note from
 // b.ratios, b.direction and b.threshold.

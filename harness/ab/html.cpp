@@ -58,7 +58,10 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
     << " s. Pairing " << escape(run.pairing) << ": each round is " << escape(ab_round_description(run))
     << ", in a random order; a round's ratio is NEW's " << (run.pairing == "run" ? "median" : "time")
     << " over BASE's ("
-    << (r.options.cpu_time ? "CPU time" : "real time") << "). A benchmark "
+    << (r.options.instructions ? "instructions per iteration, counted under valgrind"
+        : r.options.cpu_time   ? "CPU time"
+                               : "real time")
+    << "). A benchmark "
        "regressed when the "
     << pct(r.options.level) << " distribution-free interval of the median ratio lies wholly beyond its threshold ("
     << pct(r.options.threshold) << " unless set per benchmark) in the worse direction (larger for time-like units, "

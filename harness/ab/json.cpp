@@ -43,7 +43,7 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
               {"metric_thresholds", thresholds},
               {"level", r.options.level},
               {"strict", r.options.strict},
-              {"time", r.options.cpu_time ? "cpu" : "real"}};
+              {"time", r.options.time_name()}};
   j["base"] = {{"arg", run.base_arg}, {"binary", run.base_binary}, {"env", env_json(run.base_env)}};
   j["new"] = {{"arg", run.next_arg}, {"binary", run.next_binary}, {"env", env_json(run.next_env)}};
   j["environment_changes"] = json::array();

@@ -16,6 +16,7 @@
 #include "harness/ab/turns.h"
 #include "harness/child_process.h"
 #include "harness/contract/scratch.h"
+#include "harness/instructions.h"
 #include "harness/report_json.h"
 
 namespace tc {
@@ -422,6 +423,92 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     log.round_logs.resize(log.rounds.size());
   }
   log.wall_s = elapsed();
+  return log;
+}
+
+AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
+                             const std::function<void(const std::string&)>& progress) {
+  const std::string valgrind = instructions::find_valgrind();
+  if (valgrind.empty()) {
+    throw std::runtime_error("--time instructions needs valgrind (Debian's valgrind package; or TORCHCONFORM_VALGRIND=PATH)");
+  }
+  Scratch scratch("torchconform-ab-");
+  const std::vector<bool> orders = ab_orders(spec.seed, spec.rounds);
+  AbRunLog log;
+  const auto start = std::chrono::steady_clock::now();
+  log.turn_flags = flags_without(spec.bench_flags, {"--benchmark_repetitions", "--benchmark_min_time",
+                                                   "--benchmark_out", "--benchmark_out_format", "--iterations",
+                                                   "--measure"});
+  progress("counting instructions under valgrind: " + std::to_string(spec.rounds) + " repetition(s) of " +
+           std::to_string(iterations) + " iteration(s) per benchmark, BASE and NEW at the same time (" +
+           instructions::valgrind_version(valgrind) + ")");
+  struct Side {
+    const AbSide* side;
+    std::string stem, dumps;
+    std::unique_ptr<child::Process> process;
+  } sides[2];
+  for (int s = 0; s < 2; ++s) {
+    Side& x = sides[s];
+    x.side = s == 0 ? &spec.base : &spec.next;
+    x.stem = scratch.file(s == 0 ? "counted-base" : "counted-new");
+    x.dumps = x.stem + "-dumps";
+    if (mkdir(x.dumps.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dumps);
+    std::vector<std::string> argv{x.side->binary, "bench", "--measure", "instructions", "--json", x.stem + ".json",
+                                  "--iterations", std::to_string(iterations),
+                                  "--benchmark_repetitions=" + std::to_string(spec.rounds)};
+    argv.insert(argv.end(), log.turn_flags.begin(), log.turn_flags.end());
+    child::Spec ls;
+    ls.argv = instructions::wrap_argv(valgrind, x.dumps, argv);
+    ls.env = instructions::child_env(x.dumps);
+    // The side's own additions last: they win over the counting defaults (a test hook, a thread count).
+    ls.env.insert(ls.env.end(), x.side->env.begin(), x.side->env.end());
+    ls.log_path = x.stem + ".log";
+    ls.timeout = spec.child_timeout;
+    x.process = std::make_unique<child::Process>(ls);
+  }
+  const double load = load_average_1min();
+  std::vector<Report> reports(2);
+  for (int s = 0; s < 2; ++s) {
+    Side& x = sides[s];
+    const std::string what = x.side->label + " '" + x.side->arg + "' counted bench";
+    const child::Result r = x.process->wait();
+    check_child(r, what, x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s");
+    reports[static_cast<size_t>(s)] = read_child_report(x.stem, what);
+    (s == 0 ? log.base_environment : log.next_environment) = reports[static_cast<size_t>(s)].environment;
+    progress(x.side->label + " counted in " + std::to_string(static_cast<int>(r.wall_s)) + " s");
+  }
+  const nlohmann::json vg = instructions::environment_block(valgrind, iterations, spec.rounds);
+  log.base_environment["valgrind"] = vg;
+  log.next_environment["valgrind"] = vg;
+  log.rounds.resize(static_cast<size_t>(spec.rounds));
+  log.round_logs.resize(static_cast<size_t>(spec.rounds));
+  for (int j = 0; j < spec.rounds; ++j) {
+    // Both sides ran at once: the drawn order is kept for the record's shape, it ordered nothing.
+    AbRound& round = log.rounds[static_cast<size_t>(j)];
+    AbRoundLog& rl = log.round_logs[static_cast<size_t>(j)];
+    round.base_first = rl.base_first = orders[static_cast<size_t>(j)];
+    round.load1 = rl.load1 = load;
+    rl.index = j;
+  }
+  for (int s = 0; s < 2; ++s) {
+    for (const BenchmarkRecord& b : reports[static_cast<size_t>(s)].benchmarks) {
+      if (s == 0) log.iterations.emplace_back(b.name, iterations);
+      auto it = b.counters.find(instructions::kCounter);
+      const std::vector<double> none;
+      const std::vector<double>& counts = it == b.counters.end() ? none : it->second.samples;
+      for (size_t j = 0; j < log.rounds.size(); ++j) {
+        BenchmarkRecord one;
+        one.name = b.name;
+        one.device = b.device;
+        one.unit = b.unit;
+        if (j < b.samples.size()) one.samples = {b.samples[j]};  // time under valgrind: not compared
+        one.median = one.samples.empty() ? b.median : one.samples[0];
+        if (j < counts.size()) one.counters[instructions::kCounter] = BenchmarkCounter{std::vector<double>{counts[j]}, counts[j]};
+        if (j == 0 || j < counts.size()) (s == 0 ? log.rounds[j].base : log.rounds[j].next).push_back(std::move(one));
+      }
+    }
+  }
+  log.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return log;
 }
 

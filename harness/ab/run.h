@@ -93,6 +93,14 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
 // Runs the rounds, pairing repetitions. `progress` gets a line to print now and then.
 AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(const std::string&)>& progress);
 
+// Runs the rounds counting instructions (`ab --time instructions`): each build's `bench --measure
+// instructions --iterations N --benchmark_repetitions=ROUNDS` of the benchmarks the flags select,
+// under valgrind (harness/instructions.h), both builds at once (counts do not depend on the load,
+// so no turns; on two cores the pair takes the time of one); round j is the pair of j-th counted
+// repetitions. Throws std::runtime_error when valgrind is missing or a side fails.
+AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
+                             const std::function<void(const std::string&)>& progress);
+
 // A Google Benchmark filter that matches exactly this run name.
 std::string exact_filter(const std::string& run_name);
 

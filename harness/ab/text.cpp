@@ -27,6 +27,15 @@ std::string ab_round_description(const AbRunInfo& run) {
   std::string flags;
   for (const std::string& f : run.pairing == "run" ? run.bench_flags : run.turn_flags) flags += " " + f;
   if (run.pairing == "run") return "a `bench" + flags + "` of each build, one after the other";
+  if (run.instructions) {
+    // Counts do not depend on what else runs: both builds are counted at once, no turns.
+    std::string s = "one counted repetition of each build, both counted at the same time under valgrind "
+                    "(`bench --measure instructions --iterations N" + flags + "`, N per benchmark:";
+    for (size_t i = 0; i < run.iterations.size(); ++i) {
+      s += (i ? ", " : " ") + run.iterations[i].first + " " + std::to_string(run.iterations[i].second);
+    }
+    return s + ")";
+  }
   std::string s = "one repetition of each build, the two running side by side and taking turns (`bench --iterations N" +
                   flags + "`, N per benchmark:";
   for (size_t i = 0; i < run.iterations.size(); ++i) {
@@ -63,7 +72,10 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
   }
   s << "\n  rule: per round ratio NEW/BASE (each side's "
     << (run.pairing == "run" ? "median of its repetitions' " : "repetition's ")
-    << (r.options.cpu_time ? "CPU time" : "real time") << "); regression when the "
+    << (r.options.instructions ? "instructions per iteration, counted under valgrind"
+        : r.options.cpu_time   ? "CPU time"
+                               : "real time")
+    << "); regression when the "
     << pct(r.options.level) << " interval of the median ratio lies wholly beyond the threshold (" << pct(r.options.threshold);
   for (const auto& [name, t] : r.options.metric_thresholds) s << "; " << name << ": " << pct(t);
   s << ") in the worse direction, unchanged when it lies within it, inconclusive otherwise"

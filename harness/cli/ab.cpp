@@ -18,6 +18,7 @@
 #include "harness/ab/run.h"
 #include "harness/cli/common.h"
 #include "harness/compare.h"
+#include "harness/instructions.h"
 #include "harness/settings.h"
 #include "harness/util/text_format.h"
 
@@ -34,8 +35,10 @@ struct AbArgs {
   uint64_t seed = 0;
   bool seed_given = false;
   std::string threshold = "5%";
+  bool threshold_given = false;  // otherwise 5%, or with --time instructions 0.5%
   std::vector<std::string> metric_thresholds, base_env, next_env, bench_flags;
   bool strict = false;
+  long long iterations = 2;  // --time instructions: per counted repetition
 };
 
 // One line per round of `--pairing run` on stderr: the first three benchmarks' values and ratio.
@@ -80,13 +83,21 @@ AbRunSpec spec_of(const AbArgs& a, int rounds) {
 
 int cmd_ab(const AbArgs& a, int argc, char** argv) {
   AbOptions options;
-  options.set_threshold(parse_percent(a.threshold)).set_strict(a.strict).set_cpu_time(a.time == "cpu");
+  const bool counted = a.time == "instructions";
+  // Counted instructions of identical builds differ by about 0.1% (docs/benchmarks-and-gating.md):
+  // 0.5% keeps five times that margin and still catches a 1% change.
+  options.set_threshold(counted && !a.threshold_given ? instructions::kDefaultThreshold : parse_percent(a.threshold)).set_strict(a.strict).set_cpu_time(a.time == "cpu");
+  options.set_instructions(counted);
   for (const std::string& m : a.metric_thresholds) {
     auto [name, t] = parse_metric_threshold(m);
     options.metric_threshold(name, t);
   }
   const bool by_repetition = a.pairing == "repetition";
-  const int rounds = a.rounds_given ? a.rounds : (by_repetition ? 30 : 10);
+  if (counted && !by_repetition) throw UsageError("--time instructions pairs repetitions (leave --pairing at repetition)");
+  if (a.iterations < 1) throw UsageError("--iterations must be at least 1");
+  // Counted: 6 rounds, the fewest with a 95% interval of the median (counts hardly vary; each
+  // counted repetition costs about a second of valgrind per iteration of a 2 ms step).
+  const int rounds = a.rounds_given ? a.rounds : counted ? 6 : (by_repetition ? 30 : 10);
   if (rounds < 1) throw UsageError("--rounds must be at least 1");
   if (a.time_budget_s < 0) throw UsageError("--time-budget must not be negative");
   const AbRunSpec spec = spec_of(a, rounds);
@@ -102,6 +113,7 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
   info.base_env = spec.base.env;
   info.next_env = spec.next.env;
   info.pairing = a.pairing;
+  info.instructions = counted;
   info.bench_flags = by_repetition ? a.bench_flags : ab_bench_flags(a.bench_flags);
   info.seed = spec.seed;
   info.planned_rounds = rounds;
@@ -111,10 +123,10 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
   std::cerr << "torchconform ab: " << rounds << " round(s)" << (by_repetition ? " of one repetition of each build" : "");
   if (a.time_budget_s > 0) std::cerr << " or " << a.time_budget_s << " s";
   std::cerr << ", order seed " << spec.seed << " (--seed " << spec.seed << " repeats the orders)\n";
-  const AbRunLog log =
-      by_repetition
-          ? run_ab_interleaved(spec, [](const std::string& line) { std::cerr << "torchconform ab: " << line << '\n'; })
-          : run_ab_rounds(spec, print_round);
+  auto progress = [](const std::string& line) { std::cerr << "torchconform ab: " << line << '\n'; };
+  const AbRunLog log = counted         ? run_ab_instructions(spec, a.iterations, progress)
+                       : by_repetition ? run_ab_interleaved(spec, progress)
+                                       : run_ab_rounds(spec, print_round);
   info.stopped_by_budget = log.stopped_by_budget;
   info.iterations = log.iterations;
   if (by_repetition) info.turn_flags = log.turn_flags;
@@ -156,27 +168,35 @@ Command add_ab(CLI::App& app, int argc, char** argv) {
   ab->add_option("--time-budget", a->time_budget_s, "Seconds: no new round starts after this (0: no budget; --rounds stays the most)")
       ->capture_default_str();
   auto* seed = ab->add_option("--seed", a->seed, "Seed of the rounds' order (default: random, printed)");
-  ab->add_option("--threshold", a->threshold, "Smallest change of the median ratio that counts (its whole interval beyond it)")
-      ->capture_default_str();
+  auto* threshold = ab->add_option("--threshold", a->threshold,
+                                   "Smallest change of the median ratio that counts (its whole interval beyond it); "
+                                   "default 5%, with --time instructions 0.5%");
   // Repeatable options take one value per occurrence (allow_extra_args(false)): otherwise the last
   // one also swallows the bench flags after --.
   ab->add_option("--metric-threshold", a->metric_thresholds, "NAME=PCT: another threshold for one benchmark (repeatable)")
       ->allow_extra_args(false);
   ab->add_flag("--strict", a->strict, "An inconclusive benchmark fails the gate (exit 1)");
   ab->add_option("--time", a->time,
-                 "real | cpu: a round's value from real (wall-clock) time, or from the CPU time of the benchmark's "
-                 "thread (steadier on a machine shared with other jobs; blind to waiting, so only for benchmarks "
-                 "whose work runs on the thread that times it, such as reference/train_step with its one LibTorch thread)")
-      ->check(CLI::IsMember({"real", "cpu"}))
+                 "real | cpu | instructions: a round's value from real (wall-clock) time, or from the CPU time of the "
+                 "benchmark's thread (steadier on a machine shared with other jobs; blind to waiting, so only for "
+                 "benchmarks whose work runs on the thread that times it, such as reference/train_step with its one "
+                 "LibTorch thread), or from the instructions the benchmark's thread executes per iteration, counted "
+                 "under valgrind (not moved by other jobs; blind to memory, threading and waiting; both builds are "
+                 "counted at once)")
+      ->check(CLI::IsMember({"real", "cpu", "instructions"}))
       ->capture_default_str();
+  ab->add_option("--iterations", a->iterations,
+                 "--time instructions: iterations per counted repetition (default 2; a round is one counted "
+                 "repetition of each build, default 6 rounds)");
   ab->add_option("--base-env", a->base_env, "VAR=VALUE for BASE's runs only (repeatable)")->allow_extra_args(false);
   ab->add_option("--new-env", a->next_env,
                  "VAR=VALUE for NEW's runs only (repeatable; test hook: TORCHCONFORM_BENCH_SLOWDOWN_MS=N)")
       ->allow_extra_args(false);
   ab->add_option("--json", a->json, "Also write the result as JSON (schema torchconform.ab/1)");
   ab->add_option("--html", a->html, "Also write the result as HTML");
-  return {ab, [a, rounds, seed, argc, argv] {
+  return {ab, [a, rounds, seed, threshold, argc, argv] {
             a->seed_given = seed->count() > 0;
+            a->threshold_given = threshold->count() > 0;
             a->rounds_given = rounds->count() > 0;
             return cmd_ab(*a, argc, argv);
           }};

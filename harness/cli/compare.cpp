@@ -25,6 +25,8 @@ struct CompareArgs {
   std::vector<std::string> metric_thresholds;
   std::string numerics = "off";
   std::string numerics_tolerance;  // empty: kNumericsTolerance
+  std::string instruction_threshold = "0.5%";
+  bool gate_time = false;
 };
 
 int cmd_compare(const CompareArgs& a) {
@@ -35,6 +37,8 @@ int cmd_compare(const CompareArgs& a) {
     options.metric_threshold(name, t);
   }
   options.numerics = numerics_gate_from_string(a.numerics);
+  options.instruction_threshold = parse_percent(a.instruction_threshold);
+  options.gate_time_too = a.gate_time;
   if (!a.numerics_tolerance.empty()) options.numerics_tolerance = parse_percent(a.numerics_tolerance);
   Report base = read_comparable_file(a.base);
   Report next = read_comparable_file(a.next);
@@ -58,6 +62,13 @@ Command add_compare(CLI::App& app) {
   sub->add_option("--threshold", a->threshold, "Smallest change of a median that counts as a regression (with p < 0.05)")
       ->capture_default_str();
   sub->add_option("--metric-threshold", a->metric_thresholds, "NAME=PCT: another threshold for one benchmark (repeatable)");
+  sub->add_option("--instruction-threshold", a->instruction_threshold,
+                  "Threshold of the instruction-count rows (benchmarks counted in both reports, `bench --measure "
+                  "instructions`): identical builds' counts differ by about 0.1%")
+      ->capture_default_str();
+  sub->add_flag("--gate-time", a->gate_time,
+                "A benchmark counted in both reports gates on its time too (by default its counts gate, its time is "
+                "reported)");
   sub->add_option("--numerics", a->numerics,
                   "Whether numerics drift between the reports' training fingerprints gates: off (reported, "
                   "not gating), tolerant (a diverged cell fails), strict (any cell not bitwise identical fails)")

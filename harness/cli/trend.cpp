@@ -23,14 +23,17 @@ using nlohmann::json;
 
 struct TrendArgs {
   std::vector<std::string> files;
-  std::string html, threshold = "5%";
+  std::string html, threshold = "5%", instruction_threshold = "0.5%";
   int window = 3;
+  bool gate_time = false;
 };
 
 int cmd_trend(const TrendArgs& a) {
   TrendOptions o;
   o.window = a.window;
   o.threshold = parse_percent(a.threshold);
+  o.instruction_threshold = parse_percent(a.instruction_threshold);
+  o.gate_time_too = a.gate_time;
   if (a.window < 1) throw UsageError("--window must be at least 1");
   std::vector<Report> runs;
   std::vector<std::string> labels;
@@ -60,6 +63,11 @@ Command add_trend(CLI::App& app) {
   sub->add_option("--html", a->html, "Also write the trend as HTML");
   sub->add_option("--threshold", a->threshold, "Step size that counts")->capture_default_str();
   sub->add_option("--window", a->window, "How many latest runs must agree")->capture_default_str();
+  sub->add_option("--instruction-threshold", a->instruction_threshold,
+                  "Step size that counts for instruction counts (counters.instructions, `bench --measure instructions`)")
+      ->capture_default_str();
+  sub->add_flag("--gate-time", a->gate_time,
+                "A benchmark whose instruction counts are judged gates on its time too (by default its counts gate)");
   return {sub, [a] { return cmd_trend(*a); }};
 }
 

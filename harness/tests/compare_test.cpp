@@ -222,5 +222,51 @@ TEST(ReadComparableFile, NamesTheFileOnBadInput) {
   }
 }
 
+TEST(Compare, InstructionCountsOnBothSidesGateAndTheTimeBesideThemIsReported) {
+  // Time: +20%, significant (a busy machine); counts: the same work. The counts' row gates.
+  BenchmarkRecord a = bench("step", "ms", kBase), b = bench("step", "ms", kSlow);
+  a.counters["instructions"] = {{9.000e6, 9.004e6, 9.002e6, 9.001e6, 9.003e6}, 9.002e6};
+  b.counters["instructions"] = {{9.003e6, 9.001e6, 9.004e6, 9.000e6, 9.002e6}, 9.002e6};
+  Report base, next;
+  base.benchmarks = {a};
+  next.benchmarks = {b};
+  Comparison c = compare_reports(base, next, CompareOptions{});
+  ASSERT_EQ(c.benchmarks.size(), 2u);
+  EXPECT_EQ(c.benchmarks[0].unit, "ms");
+  EXPECT_EQ(c.benchmarks[0].status, BenchStatus::kRegression);
+  EXPECT_FALSE(c.benchmarks[0].gating);
+  EXPECT_TRUE(c.benchmarks[1].instructions);
+  EXPECT_EQ(c.benchmarks[1].unit, "instructions");
+  EXPECT_EQ(c.benchmarks[1].status, BenchStatus::kUnchanged);
+  EXPECT_EQ(c.regressions(), 0);
+  EXPECT_EQ(exit_code_for(c), 0);
+  EXPECT_NE(render_compare_text(c).find("regression (not gating)"), std::string::npos);
+  // --gate-time: the time row gates as well.
+  CompareOptions both;
+  both.gate_time_too = true;
+  EXPECT_EQ(exit_code_for(compare_reports(base, next, both)), 1);
+
+  // +1% of instructions in every counted repetition: beyond the 0.5% instruction threshold.
+  for (double& v : next.benchmarks[0].counters["instructions"].samples) v *= 1.01;
+  next.benchmarks[0].counters["instructions"].median *= 1.01;
+  next.benchmarks[0].samples = kBase;
+  c = compare_reports(base, next, CompareOptions{});
+  EXPECT_EQ(c.benchmarks[1].status, BenchStatus::kRegression);
+  EXPECT_NEAR(c.benchmarks[1].change, 0.01, 1e-6);
+  EXPECT_EQ(exit_code_for(c), 1);
+}
+
+TEST(Compare, ACountOnOneSideOnlyLeavesTheTimeGating) {
+  BenchmarkRecord a = bench("step", "ms", kBase), b = bench("step", "ms", kSlow);
+  a.counters["instructions"] = {{9.0e6, 9.0e6}, 9.0e6};
+  Report base, next;
+  base.benchmarks = {a};
+  next.benchmarks = {b};
+  const Comparison c = compare_reports(base, next, CompareOptions{});
+  ASSERT_EQ(c.benchmarks.size(), 1u);
+  EXPECT_TRUE(c.benchmarks[0].gating);
+  EXPECT_EQ(exit_code_for(c), 1);
+}
+
 }  // namespace
 }  // namespace tc

@@ -61,5 +61,34 @@ TEST(Trend, RunsWithoutTheBenchmarkAreGaps) {
   EXPECT_EQ(t.series[0].status, TrendStatus::kStable);
 }
 
+TEST(Trend, InstructionCountsGetTheirOwnSeriesWhichGatesInPlaceOfTheTime) {
+  // Times wander by +-8% from night to night (a shared machine); counts step up 1% for good.
+  const std::vector<double> times{10, 10.8, 9.3, 10.1, 10.9, 10.8, 10.85};
+  const std::vector<double> counts{9.0e6, 9.001e6, 8.999e6, 9.0e6, 9.09e6, 9.091e6, 9.089e6};
+  std::vector<Report> runs;
+  for (size_t i = 0; i < times.size(); ++i) {
+    Report r = with("step", "ms", {times[i]});
+    r.benchmarks[0].counters["instructions"] = {{counts[i]}, counts[i]};
+    runs.push_back(r);
+  }
+  Trend t = compute_trend(runs, labels(runs.size()), {});
+  ASSERT_EQ(t.series.size(), 2u);
+  EXPECT_FALSE(t.series[0].instructions);
+  EXPECT_FALSE(t.series[0].gating);
+  EXPECT_TRUE(t.series[1].instructions);
+  EXPECT_EQ(t.series[1].unit, "instructions");
+  EXPECT_EQ(t.series[1].status, TrendStatus::kRegression);
+  EXPECT_EQ(exit_code_for(t), 1);
+  // The same counts without the step: nothing gates, though the time's last runs are 8% up.
+  for (size_t i = 4; i < runs.size(); ++i) runs[i].benchmarks[0].counters["instructions"] = {{9.0e6}, 9.0e6};
+  t = compute_trend(runs, labels(runs.size()), {});
+  EXPECT_EQ(t.series[0].status, TrendStatus::kRegression);
+  EXPECT_EQ(t.series[1].status, TrendStatus::kStable);
+  EXPECT_EQ(exit_code_for(t), 0);
+  TrendOptions both;
+  both.gate_time_too = true;
+  EXPECT_EQ(exit_code_for(compute_trend(runs, labels(runs.size()), both)), 1);
+}
+
 }  // namespace
 }  // namespace tc

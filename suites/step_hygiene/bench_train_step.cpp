@@ -12,6 +12,12 @@
 // does). N may have decimals (0.2: 200 us, a regression of a few percent of a step of a few ms). It
 // exists only to demonstrate and test the regression gates (`bench` twice, once slowed, then
 // `compare`; `ab --new-env`); never set it in a real measurement.
+//
+// Test hook: TORCHCONFORM_BENCH_EXTRA_WORK=N adds a fixed amount of work to every step: N thousand
+// rounds of a loop whose instructions do not depend on the machine or its load (a few per round),
+// so it adds the same number of instructions every time (`bench --measure instructions`, `ab --time
+// instructions`) and the time those take. Measure the change it makes (`ab` prints it as the median
+// ratio); never set it in a real measurement.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -54,6 +60,21 @@ void burn_cpu_us(long us) {
   }
 }
 
+// The extra-work hook in thousands of loop rounds (0 when unset or not a positive whole number).
+long extra_work_rounds() {
+  const char* v = std::getenv("TORCHCONFORM_BENCH_EXTRA_WORK");
+  if (v == nullptr || *v == '\0') return 0;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' && n > 0 && n < 1000000000L ? n * 1000 : 0;
+}
+
+// A fixed number of instructions: the volatile keeps the compiler from folding the loop.
+__attribute__((noinline)) void fixed_work(long rounds) {
+  volatile unsigned sink = 0;
+  for (long i = 0; i < rounds; ++i) sink = sink + static_cast<unsigned>(i);
+}
+
 void train_step_cpu(benchmark::State& state) {
   const int threads_before = at::get_num_threads();
   at::set_num_threads(std::max(1, env_int("TORCHCONFORM_BENCH_THREADS", 1)));
@@ -62,9 +83,12 @@ void train_step_cpu(benchmark::State& state) {
   run.train_step();  // warm-up: first-touch allocations, loader start
   const long slow = slowdown_us();
   if (slow > 0) state.SetLabel(std::string("TORCHCONFORM_BENCH_SLOWDOWN_MS=") + std::getenv("TORCHCONFORM_BENCH_SLOWDOWN_MS"));
+  const long extra = extra_work_rounds();
+  if (extra > 0) state.SetLabel(std::string("TORCHCONFORM_BENCH_EXTRA_WORK=") + std::getenv("TORCHCONFORM_BENCH_EXTRA_WORK"));
   for (auto _ : state) {
     benchmark::DoNotOptimize(run.train_step().loss);
     if (slow > 0) burn_cpu_us(slow);
+    if (extra > 0) fixed_work(extra);
   }
   state.counters["threads"] = at::get_num_threads();
   at::set_num_threads(threads_before);

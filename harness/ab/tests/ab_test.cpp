@@ -166,6 +166,34 @@ TEST(AbCompare, WithCpuTimeARoundsValueIsTheMedianOfItsCpuTimes) {
   EXPECT_NE(old.benchmarks[0].note.find("without CPU times"), std::string::npos) << old.benchmarks[0].note;
 }
 
+TEST(AbCompare, WithInstructionsARoundsValueIsItsCountedInstructionsAndFewerIsBetter) {
+  BenchmarkRecord r = rec("s", "ms", {9.0});
+  EXPECT_TRUE(std::isnan(round_value(r, false, /*instructions=*/true)));  // not counted
+  r.counters["instructions"] = {{1000.0, 1002.0, 1001.0}, 1001.0};
+  EXPECT_DOUBLE_EQ(round_value(r, false, /*instructions=*/true), 1001.0);
+
+  // Times swing both ways with the machine; the counts say NEW executes 1% more per iteration.
+  std::vector<AbRound> rounds = rounds_of(std::vector<double>(6, 2.0), std::vector<double>(6, 2.0));
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    rounds[i].base[0].samples = {4.0 + static_cast<double>(i % 3)};
+    rounds[i].next[0].samples = {4.0 + static_cast<double>((i + 1) % 3)};
+    rounds[i].base[0].counters["instructions"] = {{9.0e6 + static_cast<double>(i)}, 9.0e6 + static_cast<double>(i)};
+    rounds[i].next[0].counters["instructions"] = {{9.09e6}, 9.09e6};
+  }
+  const AbResult counted = ab_compare(rounds, AbOptions{}.set_instructions(true).set_threshold(0.005));
+  ASSERT_EQ(counted.benchmarks.size(), 1u);
+  EXPECT_EQ(counted.benchmarks[0].unit, "instructions");
+  EXPECT_EQ(counted.benchmarks[0].direction, Direction::kLowerIsBetter);
+  EXPECT_NEAR(counted.benchmarks[0].ratio.median, 1.01, 1e-6);
+  EXPECT_EQ(counted.benchmarks[0].status, AbStatus::kRegression);
+  EXPECT_STREQ(AbOptions{}.set_instructions(true).time_name(), "instructions");
+  // A side without counts (an older build): no pair, said why.
+  for (AbRound& x : rounds) x.next[0].counters.clear();
+  const AbResult old = ab_compare(rounds, AbOptions{}.set_instructions(true));
+  EXPECT_EQ(old.benchmarks[0].status, AbStatus::kInconclusive);
+  EXPECT_NE(old.benchmarks[0].note.find("no instruction counts"), std::string::npos) << old.benchmarks[0].note;
+}
+
 TEST(AbCompare, PairsByNameAndDeviceAndLeavesOutRoundsMissingASide) {
   std::vector<AbRound> rounds = rounds_of(std::vector<double>(7, 2.0), std::vector<double>(7, 2.0));
   for (AbRound& r : rounds) {
