@@ -5,6 +5,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "harness/contract/costly_augment.h"
 #include "reference/reference_run.h"
 
 namespace tc::ref {
@@ -43,13 +44,7 @@ DataWaitStats time_data_wait(const std::function<int64_t()>& next, const std::fu
   return s;
 }
 
-at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) {
-  at::Tensor x = images;  // (B, C, H, W)
-  for (int64_t r = 0; r < rounds; ++r) {
-    x = (x + x.roll(1, 2) + x.roll(-1, 2) + x.roll(1, 3) + x.roll(-1, 3)) * 0.2;  // (B, C, H, W)
-  }
-  return x;
-}
+at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) { return CostlyAugment{rounds, {}}(images); }
 
 
 DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {

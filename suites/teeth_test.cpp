@@ -106,7 +106,7 @@ TEST(Teeth, EveryVariantDeclaresThePromisesItBreaksInEachCheckItTargets) {
     }
   }
   EXPECT_EQ(timing, (std::set<std::string>{"amp.amp_procedure_speed", "amp.throughput", "data_saturation.data_wait",
-                                           "data_saturation.async_copy"}));
+                                           "data_saturation.async_copy", "torch_compile.compiled_not_slower"}));
 }
 
 TEST(Teeth, AHarmlessVariantIsReportedMissedAndFailsTheRun) {

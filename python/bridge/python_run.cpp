@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "harness/contract/costly_augment.h"
 #include "python/bridge/interpreter.h"
 
 namespace py = pybind11;
@@ -62,6 +63,7 @@ PythonRun::PythonRun(py::object instance) : instance_(std::move(instance)) {
 }
 
 PythonRun::~PythonRun() {
+  end_compile();
   py::gil_scoped_acquire gil;
   instance_ = py::object();  // the last reference may run Python (__del__, a DataLoader's workers)
 }
@@ -96,11 +98,12 @@ auto PythonRun::probe(const char* name, Absent absent, Invoke invoke) const {
 }
 
 void PythonRun::setup(const RunOptions& options) {
+  if (compile_) begin_compile();
   call("setup", [&](const py::object& f) {
     f(py::module_::import("torchconform").attr("RunOptions")(
         py::arg("device") = options.device.str(), py::arg("seed") = options.seed,
         py::arg("deterministic") = options.deterministic, py::arg("quick") = options.quick,
-        py::arg("activation_checkpointing") = options.activation_checkpointing));
+        py::arg("activation_checkpointing") = options.activation_checkpointing, py::arg("compile") = compile_));
     return 0;
   });
 }
@@ -267,6 +270,60 @@ BareModelLoad PythonRun::load_into_bare_model(const std::string& path) {
     out.detail = r[2].cast<std::string>();
     return out;
   });
+}
+
+// --- LoaderProbe -----------------------------------------------------------------------------------
+
+DataWaitStats PythonRun::measure_data_wait(const LoaderProbeOptions& o) {
+  const CostlyAugment* costly = o.extra_augment ? o.extra_augment.target<CostlyAugment>() : nullptr;
+  if (o.extra_augment && costly == nullptr) {
+    throw ProbeNotProvided("the check's extra augmentation is C++ code, which a Python recipe's DataLoader "
+                           "workers (other processes) cannot run");
+  }
+  if (!o.device) {
+    throw ProbeNotProvided("a Python recipe's loader is measured against a simulated device step only: the "
+                           "real step on its device is not provided yet");
+  }
+  return probe("data_loader", [&]() -> DataWaitStats { throw ProbeNotProvided("the recipe does not provide data_loader()"); },
+               [&](const py::object&) {
+                 const py::dict r = py::module_::import("torchconform._loader").attr("measure_data_wait")(
+                     instance_, o.loader ? py::object(py::int_(o.loader->workers)) : py::object(py::none()),
+                     o.loader ? py::object(py::int_(o.loader->prefetch)) : py::object(py::none()), o.warmup_steps,
+                     o.steps, costly ? costly->blur_rounds : 0,
+                     costly ? std::chrono::duration<double>(costly->read_latency).count() : 0.0,
+                     std::chrono::duration<double>(o.device->step_time()).count());
+                 DataWaitStats st;
+                 st.steps = r["steps"].cast<int64_t>();
+                 st.warmup_steps = r["warmup_steps"].cast<int64_t>();
+                 st.wall_s = r["wall_s"].cast<double>();
+                 st.wait_s = r["wait_s"].cast<double>();
+                 st.warmup_wait_s = r["warmup_wait_s"].cast<double>();
+                 st.samples = r["samples"].cast<int64_t>();
+                 return st;
+               });
+}
+
+std::vector<at::Tensor> PythonRun::augmentations(int64_t epoch, int64_t batches) {
+  return probe("data_loader",
+               [&]() -> std::vector<at::Tensor> { throw ProbeNotProvided("the recipe does not provide data_loader()"); },
+               [&](const py::object&) {
+                 std::vector<at::Tensor> out;
+                 for (const py::handle t :
+                      py::module_::import("torchconform._loader").attr("worker_augmentations")(instance_, epoch, batches)) {
+                   out.push_back(tensor_from_python(t, "data_loader() batch inputs"));
+                 }
+                 return out;
+               });
+}
+
+std::vector<at::Tensor> PythonRun::worker_augmentations(int64_t batches) { return augmentations(0, batches); }
+
+std::vector<at::Tensor> PythonRun::worker_augmentations_in_epoch(int64_t epoch, int64_t batches) {
+  return augmentations(epoch, batches);
+}
+
+CopyTiming PythonRun::time_host_to_device_copy(int64_t) {
+  throw ProbeNotProvided("the host-to-device copy of a Python recipe's batches is not timed yet");
 }
 
 }  // namespace tc::python

@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/contract/compile_probe.h"
+#include "harness/contract/loader_probe.h"
 #include "harness/contract/run.h"
 #include "harness/contract/state_probes.h"
 #include "python/bridge/pybind.h"
@@ -25,7 +27,11 @@
 namespace tc::python {
 
 // Hidden like pybind11's own types (its namespace is hidden): it holds a pybind11::object.
-class __attribute__((visibility("hidden"))) PythonRun : public Run, public OptimizerProbe, public BareModelProbe {
+class __attribute__((visibility("hidden"))) PythonRun : public Run,
+                                                          public OptimizerProbe,
+                                                          public BareModelProbe,
+                                                          public LoaderProbe,
+                                                          public CompileProbe {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
@@ -61,6 +67,20 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run, public Optim
   // default: torch.load with weights_only=True); ProbeNotProvided without bare_model().
   BareModelLoad load_into_bare_model(const std::string& path) override;
 
+  // LoaderProbe: the recipe's data_loader() measured and sampled in Python
+  // (torchconform/_loader.py), its DataLoader's workers making the batches; ProbeNotProvided
+  // without data_loader(). The check's extra work reaches the workers as a CostlyAugment's
+  // parameters; the real step (CUDA) and the host-to-device copy are not provided yet.
+  DataWaitStats measure_data_wait(const LoaderProbeOptions& options) override;
+  std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
+  std::vector<at::Tensor> worker_augmentations_in_epoch(int64_t epoch, int64_t batches) override;
+  CopyTiming time_host_to_device_copy(int64_t bytes) override;
+
+  // CompileProbe (python_run_compile.cpp): setup() passes RunOptions.compile to the recipe, after
+  // starting torch._dynamo's records afresh (torchconform/_compile.py); compile_stats() reads them.
+  void set_compile(bool compile, const std::string& cache_dir = "") override;
+  CompileStats compile_stats() override;
+
   // The Python object (for tests and probes that need it); use under the GIL.
   const pybind11::object& object() const { return instance_; }
 
@@ -73,9 +93,15 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run, public Optim
   // The same for an optional probe; `absent` is tc::Run's default, run where the probe is missing.
   template <class Absent, class Invoke>
   auto probe(const char* name, Absent absent, Invoke invoke) const;
+  std::vector<at::Tensor> augmentations(int64_t epoch, int64_t batches);
 
   pybind11::object instance_;
   std::set<std::string> probes_;  // the optional probes the Python class overrides
+  bool compile_ = false;          // set_compile(): RunOptions.compile of the next setup()
+  std::string compile_cache_dir_;
+  bool compile_begun_ = false;    // _compile.begin() ran: the destructor calls _compile.end()
+  void begin_compile();           // before setup() with compile_ (python_run_compile.cpp)
+  void end_compile() noexcept;    // in the destructor
 };
 
 // Conversions between Python and C++ values, the GIL held. Each throws std::runtime_error naming

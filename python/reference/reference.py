@@ -54,6 +54,7 @@ reciprocal-vs-division difference (shared/LIBTORCH.md) does not show: max_norm i
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import io
 import math
@@ -202,6 +203,7 @@ class AugmentedBatches(Dataset):
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
         self.images, self.labels = images, labels
+        self.transform = None  # data_saturation's probe: applied to the inputs as read, before augment
 
     def __len__(self) -> int:
         return self.labels.size(0)
@@ -212,7 +214,10 @@ class AugmentedBatches(Dataset):
     def __getitem__(self, key: Tuple[List[int], int]) -> Tuple[torch.Tensor, torch.Tensor]:
         indices, seed = key
         idx = torch.tensor(indices, dtype=torch.long)
-        return self.augment(self.images.index_select(0, idx), seed), self.labels.index_select(0, idx)
+        images = self.images.index_select(0, idx)  # (b, 3, S, S)
+        if self.transform is not None:
+            images = self.transform(images)
+        return self.augment(images, seed), self.labels.index_select(0, idx)
 
 
 class SeededBatchSampler(Sampler):
@@ -315,6 +320,17 @@ class PythonReference(torchconform.Run):
     def to_device(self, model: nn.Module) -> nn.Module:
         return model.to(self.device)
 
+    def compile_model(self, model: nn.Module) -> nn.Module:
+        """What the step's forward runs: the model compiled when ``options.compile`` (the seeds'
+        ``model = torch.compile(model)``), else the model itself. ``self.model`` stays the plain
+        module: its parameters, state dict and checkpoint carry no ``_orig_mod.`` prefix.
+        Deterministic runs draw dropout's random numbers as eager does (Inductor's own generator
+        otherwise, whose masks differ from eager's: the check torch_compile compares the two)."""
+        if not self.options.compile:
+            return model
+        torch._inductor.config.fallback_random = self.options.deterministic
+        return torch.compile(model)
+
     def make_loader(self) -> DataLoader:
         # The loader's own generators, seeded: the sampler shuffles with one, the other picks the
         # workers' base seed (each iterator draws one number from it). Neither is the global
@@ -322,18 +338,42 @@ class PythonReference(torchconform.Run):
         self.sampler_generator = torch.Generator().manual_seed(self.options.seed)
         self.loader_generator = torch.Generator().manual_seed(self.options.seed)
         self.sampler = SeededBatchSampler(len(self.train_set), BATCH_SIZE, self.sampler_generator)
-        workers = default_workers(host_trains=self.device.type == "cpu")
-        return DataLoader(self.train_set, batch_size=None, sampler=self.sampler, num_workers=workers,
-                          pin_memory=self.device.type == "cuda", persistent_workers=True,
-                          prefetch_factor=PREFETCH, worker_init_fn=seed_worker, generator=self.loader_generator,
-                          multiprocessing_context=worker_context())
+        return self.build_loader(self.train_set, self.sampler, self.loader_generator)
+
+    def loader_workers(self, host_trains: bool) -> int:
+        return default_workers(host_trains)
+
+    def build_loader(self, dataset: Dataset, sampler: Sampler, generator: torch.Generator,
+                     workers: Optional[int] = None, prefetch: Optional[int] = None,
+                     for_probe: bool = False) -> DataLoader:
+        if workers is None:
+            workers = self.loader_workers(host_trains=self.device.type == "cpu" and not for_probe)
+        with_workers = {"persistent_workers": True, "prefetch_factor": prefetch or PREFETCH,
+                        "multiprocessing_context": worker_context()} if workers > 0 else {}
+        return DataLoader(dataset, batch_size=None, sampler=sampler, num_workers=workers,
+                          pin_memory=self.device.type == "cuda", worker_init_fn=seed_worker, generator=generator,
+                          **with_workers)
+
+    def data_loader(self, epoch: int = 0, batches: Optional[int] = None, workers: Optional[int] = None,
+                    prefetch: Optional[int] = None, transform=None) -> DataLoader:
+        # As setup() builds it, for epoch `epoch`: each epoch's set_epoch draws in turn. Its worker
+        # count is the one for a device that leaves the host's cores to the loader (the probe's
+        # device is a simulated accelerator), as the C++ reference's LoaderProbe does.
+        sampler = SeededBatchSampler(len(self.train_set), BATCH_SIZE,
+                                     torch.Generator().manual_seed(self.options.seed))
+        for e in range(epoch + 1):
+            sampler.set_epoch(e)
+        dataset = copy.copy(self.train_set)
+        dataset.transform = transform
+        return self.build_loader(dataset, torchconform.RepeatedBatches(sampler, batches) if batches else sampler,
+                                 torch.Generator().manual_seed(self.options.seed), workers, prefetch, for_probe=True)
 
     def begin_epoch(self) -> None:
         self.model.train()
         self.sampler.set_epoch(self.epoch)
 
     def forward_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.model(x), y)
+        return F.cross_entropy(self.train_model(x), y)
 
     def optimisation_step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -387,6 +427,7 @@ class PythonReference(torchconform.Run):
         self.loader = self.make_loader()
         self.model = self.to_device(self.make_model())
         self.model.recompute_features = options.activation_checkpointing
+        self.train_model = self.compile_model(self.model)  # the step's forward (compiled on request)
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM,
                                          weight_decay=WEIGHT_DECAY)
         self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)

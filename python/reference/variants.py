@@ -8,9 +8,8 @@ way real code gets it wrong, and declares the check that must catch it and the p
                      --python python/reference/variants.py:NoEval ...
 
 Practices of the seeds with no Python variant here, and why (the checks cannot observe a Python
-recipe there yet): DataLoader ``num_workers=0``, no ``set_epoch`` under DDP, a hand-made ``.half()``
-(``data_saturation``, ``distributed`` and ``amp`` read ``LoaderProbe``, ``DistributedProvider`` and
-``AmpProbe``, which have no Python twin).
+recipe there yet): no ``set_epoch`` under DDP, a hand-made ``.half()`` (``distributed`` and ``amp``
+read ``DistributedProvider`` and ``AmpProbe``, which have no Python twin).
 """
 from __future__ import annotations
 
@@ -95,12 +94,25 @@ class UnseededWorkers(PythonReference):
     """the loader workers' augmentation draws from an unseeded source (the dataset's own random.Random())"""
 
     name = "py_unseeded_workers"
-    must_be_caught_by = ("reproducibility",)
-    breaks = {"reproducibility": ("same_seed_bitwise", "other_process_bitwise")}
+    must_be_caught_by = ("reproducibility", "data_saturation")
+    breaks = {"reproducibility": ("same_seed_bitwise", "other_process_bitwise"),
+              "data_saturation": ("worker_augmentations",)}
 
     def make_loader(self):
         self.train_set = OwnRandomBatches(self.train_set.images, self.train_set.labels)
         return super().make_loader()
+
+
+# --- data_saturation ("Keep the GPU fed") ---------------------------------------------------------
+class LoaderDefaults(PythonReference):
+    """DataLoader on its defaults: num_workers=0, batches made in the training process"""
+
+    name = "py_loader_defaults"
+    must_be_caught_by = ("data_saturation",)
+    breaks = {"data_saturation": ("data_wait",)}
+
+    def loader_workers(self, host_trains: bool) -> int:
+        return 0  # Fail: DataLoader(dataset, batch_size=32, shuffle=True)
 
 
 # --- resume_equality -----------------------------------------------------------------------------
@@ -400,3 +412,102 @@ class NonAtomicSave(PythonReference):
 
     def write_checkpoint(self, state: Dict[str, object], path: str) -> None:
         torch.save({**state, INTEGRITY_KEY: state_digest(state)}, path)  # Fail: in place
+
+
+# --- torch_compile ("torch.compile adds a one-off warmup and then removes Python overhead") -------
+# Each compiles the way the reference does (``torch.compile(model)`` on RunOptions.compile) and gets
+# one thing wrong that users report. (Calling ``torch.compile(model)`` inside the loop is no variant
+# here: with torch 2.15 a new wrapper with the default backend reuses the cached graph, measured: no
+# recompilation.)
+class PartialLastBatchSampler(__import__("reference").SeededBatchSampler):
+    """The reference's batches with ``drop_last=False``: the epoch's last batch holds what is left."""
+
+    def __len__(self) -> int:
+        return -(-self.dataset_size // self.batch_size)
+
+
+PARTIAL_BATCH = 20  # 96 samples: 4 batches of 20 and a last one of 16
+
+
+class CompiledPartialLastBatch(PythonReference):
+    """drop_last=False with a batch size that does not divide the data: the last batch of each epoch
+    (16 of 20) fails the compiled graph's shape guard and recompiles"""
+
+    name = "py_compiled_partial_last_batch"
+    must_be_caught_by = ("torch_compile",)
+    breaks = {"torch_compile": ("warmup_one_off",)}
+
+    def make_loader(self):
+        self.sampler_generator = torch.Generator().manual_seed(self.options.seed)
+        self.loader_generator = torch.Generator().manual_seed(self.options.seed)
+        self.sampler = PartialLastBatchSampler(len(self.train_set), PARTIAL_BATCH, self.sampler_generator)
+        return self.build_loader(self.train_set, self.sampler, self.loader_generator)
+
+    def steps_per_epoch(self) -> int:
+        return len(self.sampler)
+
+
+class ItemInForwardClassifier(ImageClassifier):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.extract_features(x)
+        self.feature_norm = x.norm().item()  # Fail: a Python float for monitoring, in forward
+        x = x.flatten(start_dim=1)
+        return self.classifier(x)
+
+
+class ItemInForward(PythonReference):
+    """forward() reads a statistic with .item() for monitoring: the graph breaks there, and the float
+    it hands to the resumed frame is specialised into its guards, so a new value recompiles"""
+
+    name = "py_item_in_forward"
+    must_be_caught_by = ("torch_compile",)
+    breaks = {"torch_compile": ("no_graph_breaks", "warmup_one_off")}
+
+    def make_model(self) -> nn.Module:
+        model = ItemInForwardClassifier(CLASSES, IMAGE_SIZE, DROPOUT, CHANNELS)
+        model.apply(init_weights)
+        return model
+
+
+class NanCheckClassifier(ImageClassifier):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.extract_features(x)
+        if torch.isnan(x).any():  # Fail: a branch on a tensor's value, in forward
+            raise FloatingPointError("NaN in the features")
+        x = x.flatten(start_dim=1)
+        return self.classifier(x)
+
+
+class NanCheckInForward(PythonReference):
+    """forward() checks its activations for NaN with an `if` on a tensor: data-dependent control flow
+    breaks the graph there, every step"""
+
+    name = "py_nan_check_in_forward"
+    must_be_caught_by = ("torch_compile",)
+    breaks = {"torch_compile": ("no_graph_breaks",)}
+
+    def make_model(self) -> nn.Module:
+        model = NanCheckClassifier(CLASSES, IMAGE_SIZE, DROPOUT, CHANNELS)
+        model.apply(init_weights)
+        return model
+
+
+# --- checkpoint_safety: a compiled model's state dict ----------------------------------------------
+class CompiledStateDict(PythonReference):
+    """model = torch.compile(model) and then torch.save(model.state_dict()): every key carries the
+    wrapper's `_orig_mod.` prefix, which a bare model refuses (the run's own compiled model loads it)"""
+
+    name = "py_compiled_state_dict"
+    must_be_caught_by = ("checkpoint_safety",)
+    breaks = {"checkpoint_safety": ("strict_bare_load",)}
+
+    def compile_model(self, model: nn.Module) -> nn.Module:
+        torch._inductor.config.fallback_random = self.options.deterministic
+        return torch.compile(model)  # compiled always, as the script ships it
+
+    def checkpoint_state(self) -> Dict[str, object]:
+        return {**super().checkpoint_state(), "model_state_dict": self.train_model.state_dict()}  # Fail
+
+    def restore(self, state: Dict[str, object]) -> None:
+        self.train_model.load_state_dict(state["model_state_dict"])  # the compiled module takes its own keys
+        super().restore({**state, "model_state_dict": self.model.state_dict()})

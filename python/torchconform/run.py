@@ -7,7 +7,7 @@ this page is fixed.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 import torch
 
@@ -29,6 +29,11 @@ class RunOptions:
     """Shorter runs are wanted (fewer steps; the recipe may ignore it)."""
     activation_checkpointing: bool = False
     """Recompute activations in backward (gradient checkpointing)."""
+    compile: bool = False
+    """Train the way the recipe ships compiled: ``torch.compile`` applied to what the step runs (the
+    check ``torch_compile`` sets it; the others leave it False). With ``deterministic`` too, compiled
+    code should draw random numbers as eager does (``torch._inductor.config.fallback_random = True``),
+    or its dropout masks differ from eager's by design and the comparison with eager means nothing."""
 
 
 @dataclasses.dataclass
@@ -188,13 +193,31 @@ class Run:
         ``state_dict`` or ``model_state``. Override :meth:`model_state_of` for another layout."""
         raise NotImplementedError("bare_model")
 
+    def data_loader(self, epoch: int = 0, batches: Optional[int] = None, workers: Optional[int] = None,
+                    prefetch: Optional[int] = None,
+                    transform: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> Iterable:
+        """A new loader over the training data of epoch ``epoch`` as :meth:`train_step` reads it
+        (data_saturation measures and samples it): the recipe's own DataLoader (dataset, sampler,
+        worker count, prefetch, seeding, start method), except
+
+        - ``batches``: yield this many batches in one pass, the epoch's batches in order and again
+          from the first as needed (``sampler=RepeatedBatches(your_sampler, batches)``); None: one epoch;
+        - ``workers`` / ``prefetch``: ``num_workers`` / ``prefetch_factor`` where given; None: the
+          recipe's own choice for a device that leaves the host's cores to the loader (a GPU; the
+          check simulates one on the CPU), which may differ from its choice when training on the CPU;
+        - ``transform``: applied to each batch's inputs right after they are read and before the
+          recipe's own augmentation, where the batch is made (in the workers when there are any).
+
+        Yields (inputs, targets). The run itself is not advanced."""
+        raise NotImplementedError("data_loader")
+
     def model_state_of(self, path: str) -> Dict[str, torch.Tensor]:
         """The model's state dict as the checkpoint at ``path`` holds it (see :meth:`bare_model`)."""
         return find_model_state(torch.load(path, map_location="cpu", weights_only=True), path)
 
 
 PROBES: Tuple[str, ...] = ("example_input", "predict", "forward_train", "last_batch", "training_loss",
-                           "clip_norm", "declared_init", "optimizer", "bare_model")
+                           "clip_norm", "declared_init", "optimizer", "bare_model", "data_loader")
 """The optional probes above: the bridge calls a subclass's only where it overrides it."""
 
 
@@ -232,6 +255,29 @@ def find_model_state(obj: object, path: str = "the checkpoint") -> Dict[str, tor
     raise ModelStateNotFound(f"{path} holds a {type(obj).__name__}, not a state dict")
 
 
+class RepeatedBatches(torch.utils.data.Sampler):
+    """``sampler``'s items in order, again from the first as often as needed, ``count`` in all, in
+    one pass (for :meth:`Run.data_loader`'s ``batches``): re-iterating ``sampler`` each round."""
+
+    def __init__(self, sampler: Iterable, count: int) -> None:
+        self.sampler, self.count = sampler, int(count)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator:
+        given = 0
+        while given < self.count:
+            before = given
+            for item in self.sampler:
+                if given == self.count:
+                    return
+                yield item
+                given += 1
+            if given == before:
+                raise ValueError("RepeatedBatches: the sampler yields nothing")
+
+
 def provides(run: Run, probe: str) -> bool:
     """Whether ``run``'s class overrides the optional probe ``probe`` (what the bridge asks)."""
     return getattr(type(run), probe, None) is not getattr(Run, probe)
@@ -257,6 +303,6 @@ def recipe_description(cls: type) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else "a Python recipe"
 
 
-__all__ = ["EvalResult", "InitSpec", "MODEL_STATE_KEYS", "ModelStateNotFound", "NamedTensors", "PROBES", "Run",
+__all__ = ["EvalResult", "InitSpec", "MODEL_STATE_KEYS", "ModelStateNotFound", "NamedTensors", "PROBES", "RepeatedBatches", "Run",
            "RunOptions", "StepRecord", "find_model_state", "provides", "recipe_description", "recipe_name"]
 
