@@ -64,25 +64,5 @@ TEST(PythonBridgeCompile, RecordsRecompilationsAndGraphBreaksSinceSetup) {
   EXPECT_GE(fresh.frames_compiled, 1);
 }
 
-// A C++ recipe is no CompileProbe: the check skips it, naming the interface.
-class CppRun : public Run {
- public:
-  void setup(const RunOptions&) override {}
-  StepRecord train_step() override { return {}; }
-  EvalResult evaluate() override { return {}; }
-  void save_checkpoint(const std::string&) override {}
-  void load_checkpoint(const std::string&) override {}
-  int64_t steps_per_epoch() const override { return 1; }
-  NamedTensors parameters() const override { return {}; }
-  NamedTensors buffers() const override { return {}; }
-  NamedTensors optimizer_state() const override { return {}; }
-};
-
-TEST(PythonBridgeCompile, ACppRecipeIsNoCompileProbe) {
-  CppRun run;
-  tc::Run* as_run = &run;
-  EXPECT_EQ(dynamic_cast<CompileProbe*>(as_run), nullptr);
-}
-
 }  // namespace
 }  // namespace tc::python
