@@ -67,6 +67,13 @@ if(TC_PYTHON_BRIDGE_BUILT)
   target_compile_definitions(tc_python_parity_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_parity_tests)
   tc_gtest_suites(tc_python_parity_tests LABELS unit)
+  # A correct recipe written differently: one-channel images, where channels_last is contiguous
+  # (shapes must find another non-contiguous layout and pass it, not error).
+  add_test(NAME shapes.grayscale_recipe_passes
+           COMMAND torchconform run --device cpu --python ${PROJECT_SOURCE_DIR}/python/tests/grayscale_run.py:GrayscaleRun
+                   --check shapes --recipe grayscale_run --html "")
+  set_tests_properties(shapes.grayscale_recipe_passes PROPERTIES LABELS "unit;python" TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "ok +shapes / grayscale_run / cpu.*summary: error=0 fail=0 false_alarm=0 missed=0 ok=1")
 endif()
 
 add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
