@@ -44,9 +44,9 @@ MAY_BE_RECORDED = {
 # Probes a Python recipe cannot give yet (no Python twin, docs/python.md): its cell that needs one
 # skips, naming the probe.
 NO_PYTHON_TWIN = ("LoaderProbe", "AmpProbe", "DistributedProvider")
-# Probes only a Python recipe can give (torch.compile has no C++ counterpart): a C++ recipe's cell
+# Probes only a Python recipe can give (torch.compile and FSDP have no C++ counterpart): a C++ recipe's cell
 # that needs one skips, naming it.
-PYTHON_ONLY = ("CompileProbe",)
+PYTHON_ONLY = ("CompileProbe", "DataParallelProbe")
 # Promises of a check that runs for a Python recipe but judges them through such a probe: absent there.
 NEEDS_NO_PYTHON_TWIN = {("resume_equality", "resume_bitwise_amp"): "AmpProbe"}
 

@@ -55,6 +55,20 @@ struct Venv {
   std::string python;
 };
 
+// The interpreter spawned workers (a DataLoader's, a fork server) start: the one whose libpython
+// this binary embeds (TC_EMBED_PYTHON, e.g. Debian's /usr/bin/python3.11) where it exists, so that a
+// worker runs the same standard library as this process (the workers take this process's sys.path,
+// the embedded interpreter's standard library included); the venv's interpreter may be another
+// build of the same minor version whose standard library differs (measured: pyenv's 3.11.7 under
+// Debian's 3.11.2 paths has no `unicodedata`, which Debian builds in, and a worker unpickling a
+// module that imports torch.distributed.checkpoint died). The venv's when the embedded one is gone.
+std::string worker_python(const std::string& venv_python) {
+#ifdef TC_EMBED_PYTHON_EXECUTABLE
+  if (is_file(TC_EMBED_PYTHON_EXECUTABLE)) return TC_EMBED_PYTHON_EXECUTABLE;
+#endif
+  return venv_python;
+}
+
 Venv find_venv() {
   const std::string version = std::to_string(PY_MAJOR_VERSION) + "." + std::to_string(PY_MINOR_VERSION);
   if (const char* env = std::getenv("TORCHCONFORM_VENV"); env != nullptr && *env != '\0') {
@@ -111,7 +125,7 @@ void start() {
     py::dict scope;
     scope["__builtins__"] = py::module_::import("builtins");
     py::exec(kSetup, scope);
-    scope["_tc_setup"](package_dir, venv.site_packages, venv.python);
+    scope["_tc_setup"](package_dir, venv.site_packages, worker_python(venv.python));
     py::module_ torch = py::module_::import("torch");
     const std::string version = py::str(torch.attr("__version__"));
     const std::string libtorch = TORCH_VERSION;

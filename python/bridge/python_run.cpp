@@ -103,7 +103,8 @@ void PythonRun::setup(const RunOptions& options) {
     f(py::module_::import("torchconform").attr("RunOptions")(
         py::arg("device") = options.device.str(), py::arg("seed") = options.seed,
         py::arg("deterministic") = options.deterministic, py::arg("quick") = options.quick,
-        py::arg("activation_checkpointing") = options.activation_checkpointing, py::arg("compile") = compile_));
+        py::arg("activation_checkpointing") = options.activation_checkpointing, py::arg("compile") = compile_,
+        py::arg("data_parallel") = data_parallel_));
     return 0;
   });
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "harness/contract/compile_probe.h"
+#include "harness/contract/data_parallel_probe.h"
 #include "harness/contract/loader_probe.h"
 #include "harness/contract/run.h"
 #include "harness/contract/state_probes.h"
@@ -31,7 +32,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
                                                           public OptimizerProbe,
                                                           public BareModelProbe,
                                                           public LoaderProbe,
-                                                          public CompileProbe {
+                                                          public CompileProbe,
+                                                          public DataParallelProbe {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
@@ -81,6 +83,16 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   void set_compile(bool compile, const std::string& cache_dir = "") override;
   CompileStats compile_stats() override;
 
+  // DataParallelProbe (python_run_data_parallel.cpp): setup() passes RunOptions.data_parallel to
+  // the recipe (a mode it declares in data_parallel_modes); the rest is torchconform/_fsdp.py.
+  std::pair<int, int> join_process_group(const std::string& device) override;
+  void set_data_parallel(const std::string& mode) override;
+  NamedTensors full_parameters() override;
+  ShardBytes shard_bytes() override;
+  std::vector<std::string> all_gather_text(const std::string& text) override;
+  void barrier() override;
+  void leave_process_group() override;
+
   // The Python object (for tests and probes that need it); use under the GIL.
   const pybind11::object& object() const { return instance_; }
 
@@ -99,6 +111,7 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   std::set<std::string> probes_;  // the optional probes the Python class overrides
   bool compile_ = false;          // set_compile(): RunOptions.compile of the next setup()
   std::string compile_cache_dir_;
+  std::string data_parallel_;     // set_data_parallel(): RunOptions.data_parallel of the next setup()
   bool compile_begun_ = false;    // _compile.begin() ran: the destructor calls _compile.end()
   void begin_compile();           // before setup() with compile_ (python_run_compile.cpp)
   void end_compile() noexcept;    // in the destructor

@@ -64,8 +64,13 @@ import tempfile
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+from torch.distributed.fsdp import fully_shard
+from torch.nn.parallel import DistributedDataParallel
 import torch.utils.checkpoint
 from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset
 
@@ -249,6 +254,20 @@ class SeededBatchSampler(Sampler):
         return {"epoch": self.epoch, "permutation": self.permutation, "epoch_seed": self.epoch_seed,
                 "generator": self.generator.get_state()}
 
+
+class RankShareSampler(SeededBatchSampler):
+    """Data-parallel: every rank draws the same epoch order (the same seeded generator) and takes its
+    share of each batch, samples ``rank, rank + world, ...``: the ranks together see each batch
+    once, and their averaged gradients are the whole batch's."""
+
+    def __init__(self, dataset_size: int, batch_size: int, generator: torch.Generator, rank: int, world: int) -> None:
+        super().__init__(dataset_size, batch_size, generator)
+        self.rank, self.world = rank, world
+
+    def __iter__(self) -> Iterator[Tuple[List[int], int]]:
+        for indices, seed in super().__iter__():
+            yield indices[self.rank::self.world], seed
+
     def load_state_dict(self, state: Dict[str, object]) -> None:
         self.epoch, self.permutation = int(state["epoch"]), state["permutation"]
         self.epoch_seed = int(state["epoch_seed"])
@@ -307,6 +326,7 @@ class PythonReference(torchconform.Run):
 
     name = "py_reference"
     control = True  # the suite's own correct Python recipe (its variants below derive from it)
+    data_parallel_modes = ("fsdp", "ddp")  # setup() honours RunOptions.data_parallel (parallelize())
 
     # ---- practice slots (the variants replace one each) ----
     def seed_everything(self) -> None:
@@ -331,13 +351,44 @@ class PythonReference(torchconform.Run):
         torch._inductor.config.fallback_random = self.options.deterministic
         return torch.compile(model)
 
+    def parallelize(self, model: nn.Module) -> nn.Module:
+        """What the step's forward runs when ``options.data_parallel`` asks for data-parallel
+        training (``self.model`` stays the module whose parameters and state dict are the run's):
+        "ddp" wraps it in DistributedDataParallel (every rank a replica, gradients all-reduced in
+        backward); "fsdp" shards it with FSDP2's ``fully_shard``, each block first (features,
+        classifier: each gathered for its forward and backward and freed after), then the root, so
+        that every parameter is sharded and the root schedules the blocks' communication."""
+        mode = self.options.data_parallel
+        if mode == "ddp":
+            return DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if mode == "fsdp":
+            for block in (model.features, model.classifier):
+                fully_shard(block)
+            fully_shard(model)
+        elif mode:
+            raise NotImplementedError(f"data_parallel={mode!r}")
+        return model
+
+    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+
+    def build_training(self, model: nn.Module) -> Tuple[nn.Module, torch.optim.Optimizer]:
+        """The step's module and the optimizer, in that order: ``fully_shard`` replaces the module's
+        parameters with sharded ones, so the optimizer is made from the model as it trains."""
+        train_model = self.compile_model(self.parallelize(model))
+        return train_model, self.make_optimizer(model)
+
     def make_loader(self) -> DataLoader:
         # The loader's own generators, seeded: the sampler shuffles with one, the other picks the
         # workers' base seed (each iterator draws one number from it). Neither is the global
         # generator, which the dropout masks draw from.
         self.sampler_generator = torch.Generator().manual_seed(self.options.seed)
         self.loader_generator = torch.Generator().manual_seed(self.options.seed)
-        self.sampler = SeededBatchSampler(len(self.train_set), BATCH_SIZE, self.sampler_generator)
+        if self.options.data_parallel:
+            self.sampler = RankShareSampler(len(self.train_set), BATCH_SIZE, self.sampler_generator,
+                                            dist.get_rank(), dist.get_world_size())
+        else:
+            self.sampler = SeededBatchSampler(len(self.train_set), BATCH_SIZE, self.sampler_generator)
         return self.build_loader(self.train_set, self.sampler, self.loader_generator)
 
     def loader_workers(self, host_trains: bool) -> int:
@@ -381,12 +432,36 @@ class PythonReference(torchconform.Run):
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
         self.optimizer.step()
 
+    def model_and_optimizer_state(self) -> Tuple[Dict[str, object], Dict[str, object]]:
+        """Their state dicts, whole. Sharded (FSDP): gathered to rank 0 on the CPU
+        (``full_state_dict`` + ``cpu_offload``: the other ranks get empty dicts), so that the file is
+        the unsharded model a bare one loads (a collective: every rank calls it)."""
+        if self.options.data_parallel == "fsdp":
+            whole = StateDictOptions(full_state_dict=True, cpu_offload=True)
+            return (get_model_state_dict(self.model, options=whole),
+                    get_optimizer_state_dict(self.model, self.optimizer, options=whole))
+        return self.model.state_dict(), self.optimizer.state_dict()
+
+    def restore_model_and_optimizer(self, model_state: Dict[str, object], optimizer_state: Dict[str, object]) -> None:
+        if self.options.data_parallel == "fsdp":  # every rank read the whole state; each keeps its shard
+            whole = StateDictOptions(full_state_dict=True)
+            set_model_state_dict(self.model, model_state, options=whole)
+            set_optimizer_state_dict(self.model, self.optimizer, optimizer_state, options=whole)
+            return
+        self.model.load_state_dict(model_state)
+        self.optimizer.load_state_dict(optimizer_state)
+
+    def writes_checkpoints(self) -> bool:
+        """Data-parallel: rank 0 alone writes (the state is whole there); the others wait for it."""
+        return not self.options.data_parallel or dist.get_rank() == 0
+
     def checkpoint_state(self) -> Dict[str, object]:
+        model_state, optimizer_state = self.model_and_optimizer_state()
         return {
             "epoch": self.epoch,
             "step": self.step,
-            "model_state_dict": self.model.state_dict(),
-            "optimizer_state_dict": self.optimizer.state_dict(),
+            "model_state_dict": model_state,
+            "optimizer_state_dict": optimizer_state,
             "scheduler_state_dict": self.scheduler.state_dict(),
             "rng": self.rng_state(),
             "sampler": {"position": self.position, **self.sampler.state_dict()},
@@ -421,15 +496,16 @@ class PythonReference(torchconform.Run):
     def setup(self, options: torchconform.RunOptions) -> None:
         self.options = options
         self.device = torch.device(options.device)
+        if options.data_parallel and self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # one GPU per rank
         self.seed_everything()
         self.train_set = AugmentedBatches(*synthetic_images(TRAIN_SIZE, TRAIN_DATA_SEED))
         self.eval_images, self.eval_labels = synthetic_images(EVAL_SIZE, EVAL_DATA_SEED)
         self.loader = self.make_loader()
         self.model = self.to_device(self.make_model())
         self.model.recompute_features = options.activation_checkpointing
-        self.train_model = self.compile_model(self.model)  # the step's forward (compiled on request)
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM,
-                                         weight_decay=WEIGHT_DECAY)
+        # The step's forward (data-parallel, compiled, on request) and the optimizer.
+        self.train_model, self.optimizer = self.build_training(self.model)
         self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
         self.epoch, self.position, self.step = -1, 0, 0
         self.batches: Optional[Iterator] = None
@@ -479,10 +555,17 @@ class PythonReference(torchconform.Run):
         return torchconform.EvalResult(loss=loss_sum / n, accuracy=correct / n, logits=torch.cat(logits))
 
     def save_checkpoint(self, path: str) -> None:
-        self.write_checkpoint(self.checkpoint_state(), path)
+        state = self.checkpoint_state()
+        if self.writes_checkpoints():
+            self.write_checkpoint(state, path)
+        if self.options.data_parallel:
+            dist.barrier()  # the file is whole on disk before any rank returns (and may read it)
 
     def load_checkpoint(self, path: str) -> None:
         state = self.read_checkpoint(path)  # every byte read and unpickled before anything changes
+        if self.options.data_parallel == "fsdp":
+            self.restore(state)  # (no rollback copy: it would gather the whole state on every rank)
+            return
         before = _clone(self.checkpoint_state())
         try:
             self.restore(state)
@@ -491,8 +574,7 @@ class PythonReference(torchconform.Run):
             raise
 
     def restore(self, state: Dict[str, object]) -> None:
-        self.model.load_state_dict(state["model_state_dict"])
-        self.optimizer.load_state_dict(state["optimizer_state_dict"])
+        self.restore_model_and_optimizer(state["model_state_dict"], state["optimizer_state_dict"])
         self.scheduler.load_state_dict(state["scheduler_state_dict"])
         self.epoch, self.step = int(state["epoch"]), int(state["step"])
         self.set_rng_state(state["rng"])

@@ -20,6 +20,7 @@ from typing import Dict
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.fsdp import fully_shard
 
 import torchconform
 from reference import (CHANNELS, CLASSES, CLIP_NORM, DROPOUT, IMAGE_SIZE, INTEGRITY_KEY, AugmentedBatches,
@@ -511,3 +512,66 @@ class CompiledStateDict(PythonReference):
     def restore(self, state: Dict[str, object]) -> None:
         self.train_model.load_state_dict(state["model_state_dict"])  # the compiled module takes its own keys
         super().restore({**state, "model_state_dict": self.model.state_dict()})
+
+
+# --- fsdp: the mistakes of sharded data-parallel training (FSDP2's fully_shard) ---------------------
+class FsdpOptimizerBeforeShard(PythonReference):
+    """the optimizer made before fully_shard: it keeps the unsharded parameters, which no longer
+    train (fully_shard replaced them with sharded ones), and every rank holds them whole; the model
+    never changes, and its optimizer state cannot be saved (get_optimizer_state_dict finds no
+    parameter of the model in the optimizer: KeyError)"""
+
+    name = "py_fsdp_optimizer_before_shard"
+    must_be_caught_by = ("fsdp",)
+    breaks = {"fsdp": ("matches_ddp", "shards_one_over_n", "checkpoint_loads_bare")}
+
+    def build_training(self, model: nn.Module):
+        optimizer = self.make_optimizer(model)  # Fail: made from the model before it is sharded
+        return self.compile_model(self.parallelize(model)), optimizer
+
+
+class FsdpRootUnsharded(PythonReference):
+    """fully_shard on the blocks that look heavy (the features) but not on the root: the parameters
+    outside a sharded block (the classifier) stay whole on every rank and nothing averages their
+    gradients; the step's clip_grad_norm_ then meets plain and sharded gradients together and
+    raises (torch 2.15: "aten._foreach_norm.Scalar got mixed torch.Tensor and DTensor")"""
+
+    name = "py_fsdp_root_unsharded"
+    must_be_caught_by = ("fsdp",)
+    breaks = {"fsdp": ("matches_ddp", "shards_one_over_n")}
+
+    def parallelize(self, model: nn.Module) -> nn.Module:
+        if self.options.data_parallel != "fsdp":
+            return super().parallelize(model)
+        fully_shard(model.features)  # Fail: no fully_shard(model) (nor of the classifier)
+        return model
+
+
+class FsdpEveryRankSavesShard(PythonReference):
+    """every rank saves its own shard of the model to the one checkpoint path, as if it were the
+    whole state: the file is written once per rank, and what is left is one rank's half"""
+
+    name = "py_fsdp_every_rank_saves_shard"
+    must_be_caught_by = ("fsdp",)
+    breaks = {"fsdp": ("rank0_writes", "checkpoint_loads_bare", "resume_bitwise")}
+
+    def model_and_optimizer_state(self):
+        if self.options.data_parallel != "fsdp":
+            return super().model_and_optimizer_state()
+        local = {k: v.to_local() if hasattr(v, "to_local") else v for k, v in self.model.state_dict().items()}
+        return local, self.optimizer.state_dict()  # Fail: this rank's shards, not the whole state
+
+    def writes_checkpoints(self) -> bool:
+        return True  # Fail: no `if rank == 0`
+
+
+class FsdpShardedStateDict(PythonReference):
+    """rank 0 saves model.state_dict() of the sharded model as the checkpoint: its tensors are
+    DTensors (each rank's shard and the layout), which a bare, unsharded model cannot load"""
+
+    name = "py_fsdp_sharded_state_dict"
+    must_be_caught_by = ("fsdp",)
+    breaks = {"fsdp": ("checkpoint_loads_bare", "resume_bitwise")}
+
+    def model_and_optimizer_state(self):
+        return self.model.state_dict(), self.optimizer.state_dict()  # Fail: sharded under fully_shard

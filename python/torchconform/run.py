@@ -34,6 +34,12 @@ class RunOptions:
     check ``torch_compile`` sets it; the others leave it False). With ``deterministic`` too, compiled
     code should draw random numbers as eager does (``torch._inductor.config.fallback_random = True``),
     or its dropout masks differ from eager's by design and the comparison with eager means nothing."""
+    data_parallel: str = ""
+    """Train data-parallel over torchrun's ranks (the check ``fsdp`` sets it; the others leave it ""):
+    ``"fsdp"`` the way the recipe shards (``fully_shard``), ``"ddp"`` replicated
+    (``DistributedDataParallel``), each rank on its share of every batch. The process group exists
+    when setup() runs (``torch.distributed``'s default group). A recipe that cannot train both ways
+    raises NotImplementedError for the mode it lacks."""
 
 
 @dataclasses.dataclass
@@ -103,6 +109,9 @@ class Run:
     of them."""
     needs: Optional[str] = None
     """``"cuda"`` when the broken practice can only show where a CUDA device exists (``->Needs``)."""
+    data_parallel_modes: Tuple[str, ...] = ()
+    """The values of ``RunOptions.data_parallel`` :meth:`setup` honours (``"fsdp"``, ``"ddp"``): the
+    check ``fsdp`` needs "fsdp" here (its cells skip otherwise) and compares with "ddp" when present."""
     control: bool = False
     """A suite's own correct recipe (``->Control()``): a control that must pass, shown apart from the
     recipes under test. Users' recipes leave it False (they are subjects under test)."""

@@ -16,7 +16,6 @@
 //     0's inotify watch on the output directory counts renames onto and closes of each name);
 //   - after save_checkpoint returns, every rank loads the checkpoint's model into a bare model and
 //     finds its own parameters, and (ranks on one host) returned after the file was renamed in.
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 
 #include "harness/util/posix_fs.h"
 #include "harness/util/text_format.h"
+#include "suites/support/write_watch.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -59,45 +59,6 @@ int64_t realtime_ns() {
 }
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
-// Counts, between two drain() calls, how often each file in a directory was written: a rename
-// onto the name (atomic save) or a write closed on a name never renamed away (in-place save).
-class WriteWatch {
- public:
-  explicit WriteWatch(const std::string& dir) {
-    fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd_ < 0 || inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_MOVED_FROM) < 0) {
-      throw HarnessError("cannot watch '" + dir + "' with inotify");
-    }
-  }
-  ~WriteWatch() { close(fd_); }
-
-  std::map<std::string, int> drain() {
-    std::map<std::string, int> moved_to, closed;
-    std::set<std::string> moved_from;
-    alignas(inotify_event) char buf[64 * 1024];
-    for (;;) {
-      const ssize_t n = read(fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      for (ssize_t off = 0; off < n;) {
-        const auto* e = reinterpret_cast<const inotify_event*>(buf + off);
-        const std::string name = e->len ? std::string(e->name) : "";
-        if (e->mask & IN_MOVED_TO) ++moved_to[name];
-        if (e->mask & IN_CLOSE_WRITE) ++closed[name];
-        if (e->mask & IN_MOVED_FROM) moved_from.insert(name);
-        off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-      }
-    }
-    std::map<std::string, int> writes = moved_to;
-    for (const auto& [name, n] : closed) {
-      if (!moved_from.count(name)) writes[name] += n;
-    }
-    return writes;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 // The check's own gradients: a bare model loaded with the step's starting parameters, the recipe's
 // training loss on the whole batch (every rank's part), backpropagated here in one process.
