@@ -74,6 +74,15 @@ if(TC_PYTHON_BRIDGE_BUILT)
                    --check shapes --recipe grayscale_run --html "")
   set_tests_properties(shapes.grayscale_recipe_passes PROPERTIES LABELS "unit;python" TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "ok +shapes / grayscale_run / cpu.*summary: error=0 fail=0 false_alarm=0 missed=0 ok=1")
+  # An FSDP recipe written apart from py_reference (an MLP split unevenly over the ranks, AdamW,
+  # DistributedSampler, get_state_dict/set_state_dict, the file written in place and mapped back):
+  # its fsdp cell ok with every promise held (none merely recorded). Two ranks under torchrun.
+  add_test(NAME fsdp.mlp_recipe_passes
+           COMMAND ${CMAKE_COMMAND} -E env TC_CELL_JSON=${TC_TEST_OUT}/fsdp-mlp.json
+                   sh -c "\"$1\" run --device cpu --python \"$2\" --check fsdp --recipe fsdp_mlp_run --json \"$TC_CELL_JSON\" --html '' && \"$3\" \"$4\" \"$TC_CELL_JSON\" held" sh
+                   $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/fsdp_mlp_run.py:FsdpMlpRun
+                   ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
+  set_tests_properties(fsdp.mlp_recipe_passes PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2)
 endif()
 
 add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
