@@ -16,10 +16,15 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
     if (run.run_type != benchmark::BenchmarkReporter::Run::RT_Iteration || run.error_occurred) continue;
     // A benchmark registered through add(): named without the "iterations:N" that a fixed
     // iteration count (`bench --iterations`, ab's repetition pairing) adds to the run name, and
-    // without anything else when it has no arguments: its (name, device).
+    // without anything else when it has no arguments: its (name, device). Nor with the
+    // "/real_time" or "/manual_time" that UseRealTime()/UseManualTime() add (the CUDA benchmarks'
+    // CUDA-event times): the time a record holds is said by the benchmark, not by its name.
     auto reg = registered_as(run.run_name.function_name);
     benchmark::BenchmarkName n = run.run_name;
-    if (reg) n.iterations.clear();
+    if (reg) {
+      n.iterations.clear();
+      n.time_type.clear();
+    }
     const std::string key = n.str();
     auto it = index.find(key);
     if (it == index.end()) {
@@ -28,8 +33,8 @@ std::vector<BenchmarkRecord> records_from_runs(const std::vector<benchmark::Benc
         r.name = reg->first;
         r.device = reg->second;
       } else {
-        r.name = key;
-        r.device = "cpu";
+        r.name = key;  // with its arguments (e.g. "amp/matmul_ceiling/fp32/device:cpu/256")
+        r.device = reg ? reg->second : "cpu";
       }
       r.unit = benchmark::GetTimeUnitString(run.time_unit);
       it = index.emplace(key, out.size()).first;

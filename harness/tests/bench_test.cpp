@@ -75,6 +75,23 @@ TEST(Bench, AFixedIterationCountKeepsTheRegisteredName) {
   EXPECT_EQ(recs[1].name, "unit/fixed_bench/device:cpu/256");  // an argument stays in the name, the count not
 }
 
+TEST(Bench, ACudaBenchmarkTimedByEventsKeepsItsNameAndDevice) {
+  // UseManualTime() (the CUDA benchmarks' CUDA-event times) makes Google Benchmark add
+  // "manual_time" to the run name; the record is still (name, "cuda"), its arguments kept.
+  add("unit/cuda_bench", "cuda", [](benchmark::State& s) { for (auto _ : s) {} });
+  GRun r = make_run(gbench_name("unit/cuda_bench", "cuda"), GRun::RT_Iteration, 2.0);
+  r.run_name.time_type = "manual_time";
+  GRun with_args = make_run(gbench_name("unit/cuda_bench", "cuda"), GRun::RT_Iteration, 2.0);
+  with_args.run_name.args = "4096";
+  with_args.run_name.time_type = "manual_time";
+  const std::vector<BenchmarkRecord> recs = records_from_runs({r, with_args});
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].name, "unit/cuda_bench");
+  EXPECT_EQ(recs[0].device, "cuda");
+  EXPECT_EQ(recs[1].name, "unit/cuda_bench/device:cuda/4096");
+  EXPECT_EQ(recs[1].device, "cuda");
+}
+
 TEST(Bench, ARecordWithoutUserCountersHasNone) {
   add("unit/plain_bench", "cpu", [](benchmark::State& s) { for (auto _ : s) {} });
   const std::string g = gbench_name("unit/plain_bench", "cpu");
