@@ -47,7 +47,8 @@ tc_gtest_suites(tc_harness_tests LABELS unit)
 
 # The Python bridge (python/bridge), where it is built: Python recipes through tc::Run.
 if(TC_PYTHON_BRIDGE_BUILT)
-  add_executable(tc_python_bridge_tests python/bridge/tests/bridge_test.cpp python/bridge/tests/compile_probe_test.cpp)
+  add_executable(tc_python_bridge_tests python/bridge/tests/bridge_test.cpp python/bridge/tests/compile_probe_test.cpp
+                 python/bridge/tests/data_parallel_probe_test.cpp)
   target_link_libraries(tc_python_bridge_tests PRIVATE tc_python_bridge GTest::gtest_main)
   target_compile_options(tc_python_bridge_tests PRIVATE ${TORCH_CXX_FLAGS})
   target_compile_definitions(tc_python_bridge_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
