@@ -28,7 +28,7 @@
 //    4.2, the statistical estimate of the worst case (n-1)u); a difference made at one step is
 //    carried by the later ones, so T steps add at most T of them. Measured on py_reference (the
 //    seeds' CNN, n = 4,580, eps = 68u; T = 12, fp32, 2 Gloo ranks): the losses within 4u, the update
-//    within 4u (python/reference/README or docs/checks.md). A recipe whose step reduces over more
+//    within 4u (docs/checks.md). A recipe whose step reduces over more
 //    terms than its parameter count (a batch-norm over a huge batch) would need a wider bound: n is
 //    read from the recipe's parameters, not from its other reductions.
 // 2. shards_one_over_n: after F's first step each rank holds, of the parameters, of their gradients
@@ -180,15 +180,16 @@ std::string judge_shares(const std::vector<json>& ranks, int world, std::string&
     const int rank = r["rank"];
     for (const char* part : {"parameters", "gradients", "optimizer_state"}) {
       const json& a = b[part];
+      const std::string what = std::string(part) == "optimizer_state" ? "optimizer state" : part;
       const int64_t local = a["local_bytes"], full = a["full_bytes"], rows = a["row_bytes"], n = a["tensors"];
       if (n == 0) continue;  // nothing of this part (no gradient kept after the step): not counted
       const int64_t bound = full / world + rows;
       if (rank == 0) {
-        measured += std::string(measured.empty() ? "" : ", ") + part + " " + bytes_text(local) + " of " +
+        measured += std::string(measured.empty() ? "" : ", ") + what + " " + bytes_text(local) + " of " +
                     bytes_text(full) + " (bound " + bytes_text(bound) + ")";
       }
       if (local > bound) {
-        std::string s = "rank " + std::to_string(rank) + " holds " + bytes_text(local) + " of the " + part + "' " +
+        std::string s = "rank " + std::to_string(rank) + " holds " + bytes_text(local) + " of " + what + " whose whole is " +
                         bytes_text(full) + " (" + fmt::sig(100.0 * local / std::max<int64_t>(full, 1), 3) +
                         "%), more than 1/" + std::to_string(world) + " plus a row per tensor (" + bytes_text(bound) + ")";
         if (std::string(part) == "parameters" && !b["unsharded"].empty()) {
@@ -326,7 +327,6 @@ CheckResult check_fsdp(const CheckContext& ctx) {
           }
         }
       }
-      s.start = at::Tensor();
       Leg rest;
       rest.start = at_save;
       train(*srun.run, *srun.probe, steps - k, rest);
@@ -455,9 +455,9 @@ CheckResult check_fsdp(const CheckContext& ctx) {
   for (const json& rj : all) {
     const std::string who = "rank " + std::to_string(rj["rank"].get<int>());
     if (rj["fsdp"].contains("error")) {
-      not_saved = "not judged: the sharded run raised before the save (matches_ddp's finding)";
+      not_saved = "not judged: " + who + "'s sharded run raised before the save (matches_ddp's finding)";
     } else if (rj["saved"].contains("error") && rj["saved"]["error"]["step"].get<int64_t>() < k) {
-      not_saved = "not judged: the run raised before the save, at step " +
+      not_saved = "not judged: " + who + "'s run raised before the save, at step " +
                   std::to_string(rj["saved"]["error"]["step"].get<int64_t>()) + ": " + rj["saved"]["error"]["what"].get<std::string>();
     }
     if (!not_saved.empty()) break;
