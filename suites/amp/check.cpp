@@ -51,6 +51,7 @@
 #include "suites/amp/throughput.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
+#include "suites/support/numbers.h"
 #include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
 
@@ -101,13 +102,6 @@ double l2(const at::Tensor& t) { return t.norm().item<double>(); }
   throw std::runtime_error(
       "the recipe's train step never called the AmpProbe after-backward hook (set_after_backward), so "
       "its raw gradients cannot be measured");
-}
-
-std::string sci(double v) {
-  std::ostringstream s;
-  s.precision(3);
-  s << std::scientific << v;
-  return s.str();
 }
 
 // ---------------------------------------------------------------------------------------------

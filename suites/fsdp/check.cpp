@@ -59,6 +59,7 @@
 #include "harness/contract/state_probes.h"
 #include "harness/util/text_format.h"
 #include "suites/support/kit.h"
+#include "suites/support/numbers.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
 #include "suites/support/write_watch.h"
@@ -75,23 +76,6 @@ const char* kWhy =
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
-std::string sci(double v) {
-  std::ostringstream s;
-  s.precision(3);
-  s << std::scientific << v;
-  return s.str();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-at::Tensor flat(const NamedTensors& params) {
-  std::vector<at::Tensor> parts;
-  for (const auto& [n, p] : params) parts.push_back(p.detach().to(torch::kCPU, torch::kDouble).flatten());
-  return parts.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(parts);
-}
-
 // One leg of training on this rank: what it lost and held, or where it raised.
 struct Leg {
   std::vector<double> losses;
@@ -107,12 +91,12 @@ struct Leg {
 void train(Run& run, DataParallelProbe& probe, int64_t steps, Leg& leg, const std::function<void(int64_t)>& after = {}) {
   int64_t s = 0;
   try {
-    if (!leg.start.defined()) leg.start = flat(probe.full_parameters());
+    if (!leg.start.defined()) leg.start = flat_double(probe.full_parameters());
     for (; s < steps; ++s) {
       leg.losses.push_back(run.train_step().loss);
       if (after) after(s);
     }
-    leg.end = flat(probe.full_parameters());
+    leg.end = flat_double(probe.full_parameters());
   } catch (const SkipCell&) {
     throw;
   } catch (const std::exception& e) {
@@ -310,7 +294,7 @@ CheckResult check_fsdp(const CheckContext& ctx) {
           try {
             const BareModelLoad l = bare->load_into_bare_model(path);
             if (l.outcome == BareModelLoad::Outcome::kLoaded) {
-              const at::Tensor loaded = flat(l.parameters);
+              const at::Tensor loaded = flat_double(l.parameters);
               mine["bare"] = loaded.sizes() == at_save.sizes() && torch::equal(loaded, at_save)
                                  ? json{{"ok", "loads strictly into the bare model and holds the whole parameters at the save"}}
                                  : json{{"broken", "loads into the bare model but holds other values than the whole "

@@ -54,6 +54,7 @@
 #include "harness/contract/scratch.h"
 #include "harness/util/text_format.h"
 #include "suites/support/kit.h"
+#include "suites/support/numbers.h"
 #include "suites/support/tensor_compare.h"
 #include "suites/support/tolerance.h"
 
@@ -67,23 +68,6 @@ const char* kInterface = "tc::CompileProbe (harness/contract/compile_probe.h)";
 const char* kWhy =
     "the check judges Python recipes only: torch.compile has no C++ counterpart (LibTorch has no "
     "TorchDynamo/Inductor front end)";
-
-at::Tensor flat(const NamedTensors& params) {
-  std::vector<at::Tensor> parts;
-  for (const auto& [n, p] : params) parts.push_back(p.detach().to(torch::kCPU, torch::kDouble).flatten());
-  return parts.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(parts);
-}
-
-std::string sci(double v) {
-  std::ostringstream s;
-  s.precision(3);
-  s << std::scientific << v;
-  return s.str();
-}
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -99,13 +83,13 @@ struct Leg {
 
 Leg train(Run& run, int64_t steps) {
   Leg l;
-  l.start = flat(run.parameters());
+  l.start = flat_double(run.parameters());
   for (int64_t i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     l.losses.push_back(run.train_step().loss);
     l.seconds.push_back(seconds_since(t0));
   }
-  l.end = flat(run.parameters());
+  l.end = flat_double(run.parameters());
   return l;
 }
 
@@ -210,7 +194,7 @@ CheckResult check_torch_compile(const CheckContext& ctx) {
   probe.set_compile(true, scratch.file("inductor-cache"));
   compiled.setup(options);
   Leg c;
-  c.start = flat(compiled.parameters());
+  c.start = flat_double(compiled.parameters());
   std::vector<std::string> recompiled;
   size_t seen = 0;
   for (int64_t i = 0; i < steps; ++i) {
@@ -224,7 +208,7 @@ CheckResult check_torch_compile(const CheckContext& ctx) {
                            s.recompilations[seen].function + " recompiled, guard failed: " + s.recompilations[seen].guard);
     }
   }
-  c.end = flat(compiled.parameters());
+  c.end = flat_double(compiled.parameters());
   const CompileStats stats = probe.compile_stats();
   if (stats.frames_compiled == 0) {
     throw SkipCell("recipe '" + ctx.recipe + "' compiled nothing with RunOptions.compile set (torch._dynamo "
