@@ -254,6 +254,11 @@ class SeededBatchSampler(Sampler):
         return {"epoch": self.epoch, "permutation": self.permutation, "epoch_seed": self.epoch_seed,
                 "generator": self.generator.get_state()}
 
+    def load_state_dict(self, state: Dict[str, object]) -> None:
+        self.epoch, self.permutation = int(state["epoch"]), state["permutation"]
+        self.epoch_seed = int(state["epoch_seed"])
+        self.generator.set_state(state["generator"])
+
 
 class RankShareSampler(SeededBatchSampler):
     """Data-parallel: every rank draws the same epoch order (the same seeded generator) and takes its
@@ -267,11 +272,6 @@ class RankShareSampler(SeededBatchSampler):
     def __iter__(self) -> Iterator[Tuple[List[int], int]]:
         for indices, seed in super().__iter__():
             yield indices[self.rank::self.world], seed
-
-    def load_state_dict(self, state: Dict[str, object]) -> None:
-        self.epoch, self.permutation = int(state["epoch"]), state["permutation"]
-        self.epoch_seed = int(state["epoch_seed"])
-        self.generator.set_state(state["generator"])
 
 
 # --- the model (reference/model.cpp, the seeds' ImageClassifier) --------------------------------
