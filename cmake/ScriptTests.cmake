@@ -36,6 +36,14 @@ if(TC_PYTHON)
                    ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.ab-1.schema.json ${TC_TEST_OUT}/ab-same.json
                    --self-test)
   set_tests_properties(report.ab_json_matches_schema PROPERTIES LABELS "bench;unit" FIXTURES_REQUIRED ab_json)
+  # ab --time instructions' document (cli.ab_instructions_catches_one_percent), with the simulated
+  # cache misses beside the counts.
+  add_test(NAME report.ab_instructions_json_matches_schema
+           COMMAND ${TC_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/validate_json.py
+                   ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.ab-1.schema.json
+                   ${TC_TEST_OUT}/ab-instructions.json --self-test)
+  set_tests_properties(report.ab_instructions_json_matches_schema PROPERTIES LABELS "bench;unit"
+                       FIXTURES_REQUIRED ab_instructions_json)
   add_test(NAME report.qualify_json_matches_schema
            COMMAND ${TC_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/validate_json.py
                    ${PROJECT_SOURCE_DIR}/reports/schema/torchconform.qualify-2.schema.json

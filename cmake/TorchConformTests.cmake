@@ -291,6 +291,20 @@ set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression
 set_tests_properties(cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_a_regression_pairing_run PROPERTIES
                      COST 22)
 
+# ab --time instructions (harness/instructions.h): both builds counted under valgrind at once; NEW
+# executes +1% of instructions per step (the extra-work hook: a fixed loop, 15 thousand rounds of 6
+# instructions on a 9.05e6-instruction step) and is a regression beyond the 0.5% threshold, whatever
+# the load; the counted rounds carry the simulated cache misses beside the counts. About 60 s of CPU
+# per side (valgrind's start-up of LibTorch is most of it): 1-3 minutes on 2 cores. Under the timing
+# tests' lock, so that its two valgrind processes do not load them.
+tc_cli_test(ab_instructions_catches_one_percent 1
+            "reference/train_step +cpu +instructions +6 .*REGRESSION.*ab gate: FAIL"
+            ab ${TC_EXE} ${TC_EXE} --time instructions --new-env TORCHCONFORM_BENCH_EXTRA_WORK=15
+            --json ${TC_TEST_OUT}/ab-instructions.json -- --benchmark_filter=^reference/train_step/)
+set_tests_properties(cli.ab_instructions_catches_one_percent PROPERTIES LABELS "bench;unit" TIMEOUT 600 COST 90
+                     RESOURCE_LOCK ab_timing ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS="
+                     FIXTURES_SETUP ab_instructions_json)
+
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------
 add_test(NAME report.generate
          COMMAND torchconform run --device all --check reproducibility,eval_mode

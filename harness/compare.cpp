@@ -9,6 +9,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <tuple>
+#include <utility>
+
+#include "harness/instructions.h"
 
 namespace tc {
 
@@ -212,6 +215,30 @@ Comparison compare_reports(const Report& base, const Report& next, const Compare
                                          [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
                           ch.warnings.end());
         c.benchmarks.push_back(std::move(ch));
+        // Simulated cache misses beside the counts: what instructions cannot see of memory, shown,
+        // never gating (they depend on what ran before on the thread: harness/instructions.h).
+        for (const auto& [counter, unit] : {std::pair<const char*, const char*>{instructions::kL1Misses, "L1 misses"},
+                                            {instructions::kLLMisses, "LL misses"}}) {
+          auto cm = it->second->counters.find(counter);
+          auto nm = b.counters.find(counter);
+          if (cm == it->second->counters.end() || nm == b.counters.end()) continue;
+          BenchmarkRecord mx = *it->second, my = b;
+          for (BenchmarkRecord* r : {&mx, &my}) {
+            const BenchmarkCounter& k = r->counters.at(counter);
+            r->unit = unit;
+            r->samples = k.samples;
+            r->median = k.median;
+          }
+          CompareOptions mo = o;
+          mo.metric_thresholds.clear();
+          BenchChange mc = compare_benchmark(mx, my, mo);
+          mc.gating = false;
+          mc.warnings.erase(std::remove_if(mc.warnings.begin(), mc.warnings.end(),
+                                           [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
+                            mc.warnings.end());
+          mc.warnings.push_back("simulated cache misses: reported, not gating");
+          c.benchmarks.push_back(std::move(mc));
+        }
       }
     }
   }

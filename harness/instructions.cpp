@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
+#include <sstream>
 #include <stdexcept>
 
 #include <benchmark/benchmark.h>
@@ -103,6 +105,10 @@ std::vector<std::string> callgrind_options(const std::string& dump_dir) {
           "--dump-before=benchmark::State::FinishKeepRunning*",
           "--separate-threads=yes",
           "--smc-check=all-non-file",
+          "--cache-sim=yes",
+          "--I1=32768,8,64",
+          "--D1=32768,8,64",
+          "--LL=8388608,16,64",
           "--dump-line=no",
           "--dump-instr=no",
           "--compress-strings=no",
@@ -134,20 +140,62 @@ nlohmann::json environment_block(const std::string& valgrind, long long iteratio
           {"threads", "LibTorch and OpenMP: 1; counted: the benchmark's own thread"},
           {"iterations", iterations},
           {"repetitions", repetitions},
-          {"counter", std::string(kCounter) + " (per iteration, the timed loop only)"}};
+          {"counter", std::string(kCounter) + " (per iteration, the timed loop only)"},
+          {"cache", std::string(kL1Misses) + ", " + kLLMisses +
+                        " (per iteration, not gating): a simulated cache, the same on every machine (I1 and D1 32 KiB "
+                        "8-way, LL 8 MiB 16-way, 64-byte lines), not this CPU's"}};
+}
+
+std::map<std::string, double> read_dump_events(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> names;
+  std::map<std::string, double> out;
+  while (std::getline(in, line)) {
+    if (line.rfind("events:", 0) == 0) {
+      names.clear();
+      std::istringstream words(line.substr(7));
+      for (std::string w; words >> w;) names.push_back(w);
+    } else if (line.rfind("summary:", 0) == 0) {
+      const char* p = line.c_str() + 8;
+      for (const std::string& name : names) {
+        char* end = nullptr;
+        const double v = std::strtod(p, &end);
+        if (end == p) break;
+        out[name] = v;
+        p = end;
+      }
+      return out;
+    }
+  }
+  return out;
 }
 
 std::optional<double> read_dump_total(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("summary:", 0) == 0) {
-      char* end = nullptr;
-      const double v = std::strtod(line.c_str() + 8, &end);
-      if (end != line.c_str() + 8) return v;
-    }
-  }
+  const std::map<std::string, double> events = read_dump_events(path);
+  if (auto it = events.find("Ir"); it != events.end()) return it->second;
   return std::nullopt;
+}
+
+std::map<std::string, double> counters_per_iteration(const std::map<std::string, double>& events,
+                                                     long long iterations) {
+  std::map<std::string, double> out;
+  auto ir = events.find("Ir");
+  if (ir == events.end() || iterations < 1) return out;
+  const double n = static_cast<double>(iterations);
+  out[kCounter] = ir->second / n;
+  auto sum = [&](std::initializer_list<const char*> names) -> std::optional<double> {
+    double total = 0.0;
+    for (const char* e : names) {
+      auto it = events.find(e);
+      if (it == events.end()) return std::nullopt;
+      total += it->second;
+    }
+    return total;
+  };
+  if (auto l1 = sum({"I1mr", "D1mr", "D1mw"})) out[kL1Misses] = *l1 / n;
+  if (auto ll = sum({"ILmr", "DLmr", "DLmw"})) out[kLLMisses] = *ll / n;
+  return out;
 }
 
 Counter::Counter() {
@@ -177,14 +225,15 @@ Counter::Counter() {
         const std::vector<Dump> dumps = dumps_in(dir_);
         // The benchmark's own thread: Google Benchmark runs a one-thread benchmark on the thread
         // that called RunSpecifiedBenchmarks, this program's main thread (Valgrind's thread 1).
-        std::optional<double> total;
+        std::map<std::string, double> events;
         for (const Dump& d : dumps) {
-          if (d.seq == dumps.front().seq && d.thread == 1) total = read_dump_total(d.path);
+          if (d.seq == dumps.front().seq && d.thread == 1) events = read_dump_events(d.path);
         }
         for (const Dump& d : dumps) std::remove(d.path.c_str());
         if (s == nullptr) return;  // skipped before its loop: nothing counted
-        if (!total || s->max_iterations < 1) return;
-        s->counters[kCounter] = benchmark::Counter(*total / static_cast<double>(s->max_iterations));
+        const std::map<std::string, double> counters = counters_per_iteration(events, s->max_iterations);
+        if (counters.empty()) return;
+        for (const auto& [name, value] : counters) s->counters[name] = benchmark::Counter(value);
         ++counted_;
       });
 }

@@ -20,15 +20,22 @@
 //    all threads execute within two steps varied by +-7% between repetitions (seen here), while
 //    the benchmark's thread's did not. The work of other threads (loader workers, intra-op
 //    threads if any) is not counted: their time is the time benchmarks' to judge.
-//  - after each repetition, the hook reads that dump's total ("summary:") and sets the counter
-//    `instructions` = total / iterations on the benchmark's State: the report's
+//  - after each repetition, the hook reads that dump's totals ("events:" and "summary:") and sets
+//    the counter `instructions` = Ir / iterations on the benchmark's State: the report's
 //    counters.instructions, one sample per repetition.
+//  - simulated cache misses (`--cache-sim=yes`, a fixed cache, not this CPU's: I1 and D1 32 KiB,
+//    8-way, LL 8 MiB, 16-way, 64-byte lines), per iteration beside them: `l1_misses` (I1mr + D1mr
+//    + D1mw) and `ll_misses` (ILmr + DLmr + DLmw). Reported, never gating: they depend on what ran
+//    before on the thread (instrumentation stays on across repetitions, so the first repetition
+//    starts cold and the others warm), and a working set smaller than the LL leaves `ll_misses`
+//    near zero and noisy. The simulation added about 8% to a counting run here.
 // What instruction counts cannot see: memory-bound effects (cache misses, bandwidth), threading
 // (lock waits, an idle core), I/O and sleeps, and GPU kernels; and Valgrind's simulated CPU offers
 // no AVX-512, so LibTorch and oneDNN run their AVX2 (or older) kernels under it. Keep the times
 // beside the counts.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,6 +49,9 @@ namespace tc::instructions {
 inline constexpr const char* kDumpDirVar = "TORCHCONFORM_CALLGRIND_DIR";
 // The counter a counted repetition sets: instructions per iteration.
 inline constexpr const char* kCounter = "instructions";
+// Simulated cache misses per iteration (reported beside the counts, not gating).
+inline constexpr const char* kL1Misses = "l1_misses";
+inline constexpr const char* kLLMisses = "ll_misses";
 // The gates' default threshold on instruction counts (ab --time instructions, compare, trend): the
 // counts of identical builds differ by about 0.1% (the benchmark's thread waiting a little more or
 // less for its loader), measured in docs/benchmarks-and-gating.md; 0.5% is five times that.
@@ -70,9 +80,15 @@ std::vector<std::pair<std::string, std::string>> child_env(const std::string& du
 // environment.valgrind of a report that carries counts.
 nlohmann::json environment_block(const std::string& valgrind, long long iterations, int repetitions);
 
-// The total of a callgrind dump's first event (its "summary:" line; Ir, instructions); nullopt
-// when the file has none.
+// A callgrind dump's totals by event name (its "events:" and "summary:" lines: Ir, and with the
+// cache simulation Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw); empty when the file has none.
+std::map<std::string, double> read_dump_events(const std::string& path);
+// The total of a callgrind dump's first event (Ir, instructions); nullopt when the file has none.
 std::optional<double> read_dump_total(const std::string& path);
+// The counters one counted repetition sets from a dump's totals, per iteration: `instructions`,
+// and `l1_misses` / `ll_misses` where the dump has the cache events. Empty without Ir.
+std::map<std::string, double> counters_per_iteration(const std::map<std::string, double>& events,
+                                                     long long iterations);
 
 // In the counted child (on_valgrind() and kDumpDirVar set): installs the invocation hooks that
 // switch instrumentation on and set each repetition's `instructions` counter. Throws

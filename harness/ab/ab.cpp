@@ -1,12 +1,14 @@
 #include "harness/ab/ab.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <set>
 #include <sstream>
 #include <utility>
 
+#include "harness/instructions.h"
 #include "harness/util/statistics.h"
 
 namespace tc {
@@ -130,6 +132,21 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       b.base.push_back(bv);
       b.next.push_back(nv);
       b.ratios.push_back(nv / bv);
+      if (o.instructions) {
+        for (const char* name : {instructions::kL1Misses, instructions::kLLMisses}) {
+          auto cx = x->counters.find(name), cy = y->counters.find(name);
+          if (cx == x->counters.end() || cy == y->counters.end() || cx->second.samples.empty() ||
+              cy->second.samples.empty()) {
+            continue;
+          }
+          b.beside[name].base.push_back(stats::median(cx->second.samples));
+          b.beside[name].next.push_back(stats::median(cy->second.samples));
+        }
+      }
+    }
+    // A counter missing from some paired round is not shown: its values would not line up.
+    for (auto it = b.beside.begin(); it != b.beside.end();) {
+      it = it->second.base.size() == b.ratios.size() ? std::next(it) : b.beside.erase(it);
     }
     b.direction = direction_for_unit(b.unit);
     if (base_unit != b.unit) {

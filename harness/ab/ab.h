@@ -103,6 +103,12 @@ struct AbBench {
   stats::MedianInterval ratio;     // median of the ratios and its interval
   AbStatus status = AbStatus::kInconclusive;
   std::string note;                // why inconclusive / not compared, for a reader
+  // Counters beside the judged value, per paired round (--time instructions: the simulated cache
+  // misses, harness/instructions.h): name -> BASE's and NEW's values. Shown, never judged.
+  struct Beside {
+    std::vector<double> base, next;
+  };
+  std::map<std::string, Beside> beside;
 };
 
 struct AbRoundInfo {

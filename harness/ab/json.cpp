@@ -1,6 +1,7 @@
 #include <cmath>
 
 #include "harness/ab/report.h"
+#include "harness/util/statistics.h"
 
 namespace tc {
 
@@ -63,6 +64,12 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
     if (b.ratio.has_interval) {
       interval = {{"lo", b.ratio.lo}, {"hi", b.ratio.hi}, {"k", b.ratio.k}, {"coverage", b.ratio.coverage}};
     }
+    json beside = json::object();
+    for (const auto& [name, v] : b.beside) {
+      beside[name] = {{"base", v.base}, {"new", v.next},
+                      {"median_base", v.base.empty() ? json(nullptr) : number(stats::median(v.base))},
+                      {"median_new", v.next.empty() ? json(nullptr) : number(stats::median(v.next))}};
+    }
     j["benchmarks"].push_back({{"name", b.name},
                                {"device", b.device},
                                {"unit", b.unit},
@@ -77,6 +84,7 @@ json ab_to_json(const AbRunInfo& run, const AbResult& r) {
                                {"interval", interval},
                                {"status", to_string(b.status)},
                                {"note", b.note}});
+    if (!beside.empty()) j["benchmarks"].back()["beside"] = beside;  // only where counted
   }
   json summary = json::object();
   for (AbStatus s : {AbStatus::kRegression, AbStatus::kImprovement, AbStatus::kUnchanged, AbStatus::kInconclusive,

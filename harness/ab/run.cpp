@@ -503,7 +503,11 @@ AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
         one.unit = b.unit;
         if (j < b.samples.size()) one.samples = {b.samples[j]};  // time under valgrind: not compared
         one.median = one.samples.empty() ? b.median : one.samples[0];
-        if (j < counts.size()) one.counters[instructions::kCounter] = BenchmarkCounter{std::vector<double>{counts[j]}, counts[j]};
+        for (const auto& [name, counter] : b.counters) {  // the counts, and the simulated misses beside them
+          if (j < counter.samples.size()) {
+            one.counters[name] = BenchmarkCounter{std::vector<double>{counter.samples[j]}, counter.samples[j]};
+          }
+        }
         if (j == 0 || j < counts.size()) (s == 0 ? log.rounds[j].base : log.rounds[j].next).push_back(std::move(one));
       }
     }

@@ -113,6 +113,14 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
       }
       s << "   (* NEW ran first)\n";
     }
+    for (const auto& [name, v] : b.beside) {
+      if (v.base.empty()) continue;
+      const double mb = stats::median(v.base), mn = stats::median(v.next);
+      s << "      simulated " << (name == "l1_misses" ? "L1" : name == "ll_misses" ? "LL" : name)
+        << " misses per iteration (shown, not judged): base " << mb << ", new " << mn;
+      if (mb > 0) s << " (" << ratio(mn / mb) << "x)";
+      s << '\n';
+    }
     if (!b.note.empty()) s << "      note: " << b.note << '\n';
   }
   s << '\n' << ab_gate_line(r) << '\n';

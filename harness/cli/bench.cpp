@@ -122,7 +122,9 @@ void count_instructions(std::vector<BenchmarkRecord>& records, Report& report, c
     for (const BenchmarkRecord& c : counted.benchmarks) {
       auto it = c.counters.find(instructions::kCounter);
       if (c.name != rec.name || c.device != rec.device || it == c.counters.end()) continue;
-      rec.counters[instructions::kCounter] = it->second;
+      for (const char* k : {instructions::kCounter, instructions::kL1Misses, instructions::kLLMisses}) {
+        if (auto m = c.counters.find(k); m != c.counters.end()) rec.counters[k] = m->second;
+      }
       ++merged;
     }
   }

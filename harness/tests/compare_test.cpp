@@ -268,5 +268,34 @@ TEST(Compare, ACountOnOneSideOnlyLeavesTheTimeGating) {
   EXPECT_EQ(exit_code_for(c), 1);
 }
 
+TEST(Compare, SimulatedCacheMissesAreShownBesideTheCountsAndNeverGate) {
+  // The same instructions; the L1 misses +40% (a layout change, say): shown, marked, not gating.
+  BenchmarkRecord a = bench("step", "ms", kBase), b = bench("step", "ms", kBase);
+  a.counters["instructions"] = {{9.000e6, 9.004e6, 9.002e6, 9.001e6, 9.003e6}, 9.002e6};
+  b.counters["instructions"] = {{9.003e6, 9.001e6, 9.004e6, 9.000e6, 9.002e6}, 9.002e6};
+  a.counters["l1_misses"] = {{2.30e5, 2.31e5, 2.30e5, 2.32e5, 2.31e5}, 2.31e5};
+  b.counters["l1_misses"] = {{3.22e5, 3.23e5, 3.24e5, 3.22e5, 3.25e5}, 3.23e5};
+  a.counters["ll_misses"] = {{10, 12, 9, 11, 10}, 10};
+  b.counters["ll_misses"] = {{11, 9, 10, 12, 10}, 10};
+  Report base, next;
+  base.benchmarks = {a};
+  next.benchmarks = {b};
+  const Comparison c = compare_reports(base, next, CompareOptions{});
+  ASSERT_EQ(c.benchmarks.size(), 4u);  // time, instructions, L1 misses, LL misses
+  EXPECT_EQ(c.benchmarks[2].unit, "L1 misses");
+  EXPECT_EQ(c.benchmarks[2].status, BenchStatus::kRegression);
+  EXPECT_FALSE(c.benchmarks[2].gating);
+  EXPECT_EQ(c.benchmarks[3].unit, "LL misses");
+  EXPECT_EQ(c.benchmarks[3].status, BenchStatus::kUnchanged);
+  EXPECT_EQ(c.regressions(), 0);
+  EXPECT_EQ(exit_code_for(c), 0);
+  const std::string text = render_compare_text(c);
+  EXPECT_NE(text.find("L1 misses"), std::string::npos) << text;
+  EXPECT_NE(text.find("simulated cache misses: reported, not gating"), std::string::npos) << text;
+  // Misses without the counts on both sides (an older report): no rows of theirs.
+  base.benchmarks[0].counters.erase("instructions");
+  EXPECT_EQ(compare_reports(base, next, CompareOptions{}).benchmarks.size(), 1u);
+}
+
 }  // namespace
 }  // namespace tc

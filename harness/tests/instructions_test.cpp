@@ -29,6 +29,10 @@ TEST(Instructions, TheChildRunsUnderCallgrindCountingTheTimedLoopOfItsOwnThread)
   EXPECT_TRUE(has(argv, "--dump-before=benchmark::State::FinishKeepRunning*"));
   EXPECT_TRUE(has(argv, "--separate-threads=yes"));
   EXPECT_TRUE(has(argv, "--smc-check=all-non-file"));  // oneDNN's JIT code
+  // A fixed simulated cache: the misses mean the same on every machine.
+  EXPECT_TRUE(has(argv, "--cache-sim=yes"));
+  EXPECT_TRUE(has(argv, "--D1=32768,8,64"));
+  EXPECT_TRUE(has(argv, "--LL=8388608,16,64"));
   EXPECT_TRUE(has(argv, "--callgrind-out-file=/tmp/d/callgrind.out.%p"));
   // The program and its arguments last, unchanged.
   EXPECT_EQ(argv[argv.size() - 4], "/bin/torchconform");
@@ -62,6 +66,27 @@ TEST(Instructions, ADumpsTotalIsItsSummaryLine) {
   EXPECT_FALSE(instructions::read_dump_total(scratch.file("absent")).has_value());
 }
 
+TEST(Instructions, ACacheSimulatingDumpGivesCountsAndMissesPerIteration) {
+  Scratch scratch("torchconform-instructions-test-");
+  const std::string dump = scratch.file("callgrind.out.1.2-01");
+  // As callgrind 3.19 writes it with --cache-sim=yes (a repetition of 2 iterations, seen here).
+  std::ofstream(dump) << "version: 1\ncreator: callgrind-3.19.0\n\n"
+                         "events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\n"
+                         "summary: 18091801 5299074 1793853 124100 204310 133839 131 118 12460\n\nfn=(1) main\n";
+  const auto events = instructions::read_dump_events(dump);
+  ASSERT_EQ(events.size(), 9u);
+  EXPECT_DOUBLE_EQ(events.at("D1mr"), 204310.0);
+  EXPECT_DOUBLE_EQ(*instructions::read_dump_total(dump), 18091801.0);
+  const auto c = instructions::counters_per_iteration(events, 2);
+  EXPECT_DOUBLE_EQ(c.at(instructions::kCounter), 18091801.0 / 2);
+  EXPECT_DOUBLE_EQ(c.at(instructions::kL1Misses), (124100.0 + 204310.0 + 133839.0) / 2);
+  EXPECT_DOUBLE_EQ(c.at(instructions::kLLMisses), (131.0 + 118.0 + 12460.0) / 2);
+  // Without the cache events: the count alone; without Ir: nothing.
+  EXPECT_EQ(instructions::counters_per_iteration({{"Ir", 10.0}}, 2).size(), 1u);
+  EXPECT_TRUE(instructions::counters_per_iteration({{"D1mr", 10.0}}, 2).empty());
+  EXPECT_TRUE(instructions::counters_per_iteration({{"Ir", 10.0}}, 0).empty());
+}
+
 TEST(Instructions, TheEnvironmentBlockSaysHowTheyWereCounted) {
   const nlohmann::json e = instructions::environment_block("/nonexistent/valgrind", 2, 6);
   EXPECT_EQ(e.at("iterations"), 2);
@@ -72,6 +97,7 @@ TEST(Instructions, TheEnvironmentBlockSaysHowTheyWereCounted) {
   bool names_scratch = false;
   for (const auto& o : e.at("options")) names_scratch = names_scratch || o.get<std::string>().find("<scratch>") != std::string::npos;
   EXPECT_TRUE(names_scratch);  // no temporary path in a report
+  EXPECT_NE(e.at("cache").get<std::string>().find("not this CPU's"), std::string::npos);
 }
 
 TEST(Instructions, ACounterOutsideACountedChildIsRefusedWithASentence) {

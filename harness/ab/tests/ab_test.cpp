@@ -194,6 +194,29 @@ TEST(AbCompare, WithInstructionsARoundsValueIsItsCountedInstructionsAndFewerIsBe
   EXPECT_NE(old.benchmarks[0].note.find("no instruction counts"), std::string::npos) << old.benchmarks[0].note;
 }
 
+TEST(AbCompare, SimulatedCacheMissesAreCarriedBesideTheCountsAndNotJudged) {
+  // The same instructions; NEW misses the L1 twice as often: shown beside, the verdict the counts'.
+  std::vector<AbRound> rounds = rounds_of(std::vector<double>(6, 2.0), std::vector<double>(6, 2.0));
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    rounds[i].base[0].counters["instructions"] = {{9.0e6}, 9.0e6};
+    rounds[i].next[0].counters["instructions"] = {{9.0e6}, 9.0e6};
+    rounds[i].base[0].counters["l1_misses"] = {{2.3e5 + static_cast<double>(i)}, 2.3e5 + static_cast<double>(i)};
+    rounds[i].next[0].counters["l1_misses"] = {{4.6e5}, 4.6e5};
+    if (i != 2) rounds[i].next[0].counters["ll_misses"] = {{10.0}, 10.0};  // one round without: not shown
+    rounds[i].base[0].counters["ll_misses"] = {{10.0}, 10.0};
+  }
+  const AbResult r = ab_compare(rounds, AbOptions{}.set_instructions(true).set_threshold(0.005));
+  ASSERT_EQ(r.benchmarks.size(), 1u);
+  const AbBench& b = r.benchmarks[0];
+  EXPECT_EQ(b.status, AbStatus::kUnchanged);
+  ASSERT_EQ(b.beside.count("l1_misses"), 1u);
+  EXPECT_EQ(b.beside.at("l1_misses").base.size(), 6u);
+  EXPECT_DOUBLE_EQ(b.beside.at("l1_misses").next[0], 4.6e5);
+  EXPECT_EQ(b.beside.count("ll_misses"), 0u);
+  // Timing runs carry none.
+  EXPECT_TRUE(ab_compare(rounds, AbOptions{}).benchmarks[0].beside.empty());
+}
+
 TEST(AbCompare, PairsByNameAndDeviceAndLeavesOutRoundsMissingASide) {
   std::vector<AbRound> rounds = rounds_of(std::vector<double>(7, 2.0), std::vector<double>(7, 2.0));
   for (AbRound& r : rounds) {
