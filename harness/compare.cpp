@@ -161,6 +161,38 @@ BenchChange compare_benchmark(const BenchmarkRecord& base, const BenchmarkRecord
   return b;
 }
 
+namespace {
+
+// Simulated cache misses beside the counts (harness/instructions.h): what instructions cannot see
+// of memory, shown, never gating (they depend on what ran before on the thread).
+void add_cache_miss_rows(const BenchmarkRecord& base, const BenchmarkRecord& next, const CompareOptions& o,
+                         std::vector<BenchChange>& rows) {
+  for (const auto& [counter, unit] : {std::pair<const char*, const char*>{instructions::kL1Misses, "L1 misses"},
+                                      {instructions::kLLMisses, "LL misses"}}) {
+    auto cm = base.counters.find(counter);
+    auto nm = next.counters.find(counter);
+    if (cm == base.counters.end() || nm == next.counters.end()) continue;
+    BenchmarkRecord mx = base, my = next;
+    for (BenchmarkRecord* r : {&mx, &my}) {
+      const BenchmarkCounter& k = r->counters.at(counter);
+      r->unit = unit;
+      r->samples = k.samples;
+      r->median = k.median;
+    }
+    CompareOptions mo = o;
+    mo.metric_thresholds.clear();
+    BenchChange mc = compare_benchmark(mx, my, mo);
+    mc.gating = false;
+    mc.warnings.erase(std::remove_if(mc.warnings.begin(), mc.warnings.end(),
+                                     [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
+                      mc.warnings.end());
+    mc.warnings.push_back("simulated cache misses: reported, not gating");
+    rows.push_back(std::move(mc));
+  }
+}
+
+}  // namespace
+
 Comparison compare_reports(const Report& base, const Report& next, const CompareOptions& o,
                            std::string base_label, std::string next_label) {
   Comparison c;
@@ -215,30 +247,7 @@ Comparison compare_reports(const Report& base, const Report& next, const Compare
                                          [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
                           ch.warnings.end());
         c.benchmarks.push_back(std::move(ch));
-        // Simulated cache misses beside the counts: what instructions cannot see of memory, shown,
-        // never gating (they depend on what ran before on the thread: harness/instructions.h).
-        for (const auto& [counter, unit] : {std::pair<const char*, const char*>{instructions::kL1Misses, "L1 misses"},
-                                            {instructions::kLLMisses, "LL misses"}}) {
-          auto cm = it->second->counters.find(counter);
-          auto nm = b.counters.find(counter);
-          if (cm == it->second->counters.end() || nm == b.counters.end()) continue;
-          BenchmarkRecord mx = *it->second, my = b;
-          for (BenchmarkRecord* r : {&mx, &my}) {
-            const BenchmarkCounter& k = r->counters.at(counter);
-            r->unit = unit;
-            r->samples = k.samples;
-            r->median = k.median;
-          }
-          CompareOptions mo = o;
-          mo.metric_thresholds.clear();
-          BenchChange mc = compare_benchmark(mx, my, mo);
-          mc.gating = false;
-          mc.warnings.erase(std::remove_if(mc.warnings.begin(), mc.warnings.end(),
-                                           [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
-                            mc.warnings.end());
-          mc.warnings.push_back("simulated cache misses: reported, not gating");
-          c.benchmarks.push_back(std::move(mc));
-        }
+        add_cache_miss_rows(*it->second, b, o, c.benchmarks);
       }
     }
   }

@@ -28,7 +28,8 @@
 //    + D1mw) and `ll_misses` (ILmr + DLmr + DLmw). Reported, never gating: they depend on what ran
 //    before on the thread (instrumentation stays on across repetitions, so the first repetition
 //    starts cold and the others warm), and a working set smaller than the LL leaves `ll_misses`
-//    near zero and noisy. The simulation added about 8% to a counting run here.
+//    near zero and noisy. The simulation adds about 14% to the CPU time of a counting run of
+//    reference/train_step (6 repetitions: 43.7 s -> 49.7 s, docs/benchmarks-and-gating.md).
 // What instruction counts cannot see: memory-bound effects (cache misses, bandwidth), threading
 // (lock waits, an idle core), I/O and sleeps, and GPU kernels; and Valgrind's simulated CPU offers
 // no AVX-512, so LibTorch and oneDNN run their AVX2 (or older) kernels under it. Keep the times

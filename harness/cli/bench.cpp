@@ -231,7 +231,8 @@ Command add_bench(CLI::App& app, int argc, char** argv) {
                   "Every benchmark runs exactly N iterations per repetition (no estimation)");
   sub->add_option("--measure", a->measure,
                   "time (default), or instructions: also count each benchmark's instructions per iteration "
-                  "under valgrind (callgrind), recorded as counters.instructions beside the times");
+                  "under valgrind (callgrind), recorded as counters.instructions beside the times, with the "
+                  "misses of a simulated cache (counters.l1_misses, counters.ll_misses; shown, never gating)");
   sub->add_option("--instruction-iterations", a->count_iterations,
                   "--measure instructions: iterations per counted repetition (default 2)");
   sub->add_option("--instruction-repetitions", a->count_repetitions,
