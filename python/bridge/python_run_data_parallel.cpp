@@ -8,6 +8,9 @@
 // A recipe declares the modes its setup() honours in `data_parallel_modes` (torchconform.Run):
 // asking for another one is ProbeNotProvided, so the cell skips naming it.
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "python/bridge/interpreter.h"
 #include "python/bridge/python_run.h"
@@ -17,7 +20,20 @@ namespace py = pybind11;
 namespace tc::python {
 namespace {
 
-py::module_ fsdp_module() { return py::module_::import("torchconform._fsdp"); }
+// With the GIL held: invoke(torchconform._fsdp.<name>), which makes the arguments, calls and
+// converts the result. A Python exception becomes rethrow_python_error's runtime_error naming
+// `what`; a result of the wrong type a runtime_error naming the function.
+template <class Invoke>
+auto call_fsdp(const char* name, const char* what, Invoke invoke) {
+  py::gil_scoped_acquire gil;
+  try {
+    return invoke(py::module_::import("torchconform._fsdp").attr(name));
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, std::string(what) + " (torchconform._fsdp." + name + ")");
+  } catch (const py::cast_error& e) {
+    throw std::runtime_error(std::string("torchconform._fsdp.") + name + " returned a value of the wrong type: " + e.what());
+  }
+}
 
 ShardAccount account(const py::handle& v) {
   const py::list l = py::reinterpret_borrow<py::list>(v);
@@ -27,13 +43,10 @@ ShardAccount account(const py::handle& v) {
 }  // namespace
 
 std::pair<int, int> PythonRun::join_process_group(const std::string& device) {
-  py::gil_scoped_acquire gil;
-  try {
-    const py::tuple r = fsdp_module().attr("init")(device).cast<py::tuple>();
-    return {r[0].cast<int>(), r[1].cast<int>()};
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "joining torchrun's process group (torchconform._fsdp.init)");
-  }
+  return call_fsdp("init", "joining torchrun's process group", [&](const py::object& f) {
+    const py::tuple r = f(device).cast<py::tuple>();
+    return std::pair<int, int>{r[0].cast<int>(), r[1].cast<int>()};
+  });
 }
 
 void PythonRun::set_data_parallel(const std::string& mode) {
@@ -56,18 +69,14 @@ void PythonRun::set_data_parallel(const std::string& mode) {
 }
 
 NamedTensors PythonRun::full_parameters() {
-  py::gil_scoped_acquire gil;
-  try {
-    return named_tensors_from_python(fsdp_module().attr("full_parameters")(instance_), "full_parameters");
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "gathering the whole parameters (torchconform._fsdp.full_parameters)");
-  }
+  return call_fsdp("full_parameters", "gathering the whole parameters", [&](const py::object& f) {
+    return named_tensors_from_python(f(instance_), "full_parameters");
+  });
 }
 
 ShardBytes PythonRun::shard_bytes() {
-  py::gil_scoped_acquire gil;
-  try {
-    const py::dict d = fsdp_module().attr("shard_bytes")(instance_).cast<py::dict>();
+  return call_fsdp("shard_bytes", "counting what this rank holds", [&](const py::object& f) {
+    const py::dict d = f(instance_).cast<py::dict>();
     ShardBytes b;
     b.parameters = account(d["parameters"]);
     b.gradients = account(d["gradients"]);
@@ -76,38 +85,23 @@ ShardBytes PythonRun::shard_bytes() {
     b.scalars = d["scalars"].cast<int64_t>();
     for (const py::handle n : d["unsharded"]) b.unsharded.push_back(n.cast<std::string>());
     return b;
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "counting what this rank holds (torchconform._fsdp.shard_bytes)");
-  }
+  });
 }
 
 std::vector<std::string> PythonRun::all_gather_text(const std::string& text) {
-  py::gil_scoped_acquire gil;
-  try {
+  return call_fsdp("all_gather_text", "exchanging records between ranks", [&](const py::object& f) {
     std::vector<std::string> out;
-    for (const py::handle t : fsdp_module().attr("all_gather_text")(text)) out.push_back(t.cast<std::string>());
+    for (const py::handle t : f(text)) out.push_back(t.cast<std::string>());
     return out;
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "exchanging records between ranks (torchconform._fsdp.all_gather_text)");
-  }
+  });
 }
 
 void PythonRun::barrier() {
-  py::gil_scoped_acquire gil;
-  try {
-    fsdp_module().attr("barrier")();
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "a barrier of the ranks (torchconform._fsdp.barrier)");
-  }
+  call_fsdp("barrier", "a barrier of the ranks", [](const py::object& f) { f(); });
 }
 
 void PythonRun::leave_process_group() {
-  py::gil_scoped_acquire gil;
-  try {
-    fsdp_module().attr("leave")();
-  } catch (py::error_already_set& e) {
-    rethrow_python_error(e, "leaving the process group (torchconform._fsdp.leave)");
-  }
+  call_fsdp("leave", "leaving the process group", [](const py::object& f) { f(); });
 }
 
 }  // namespace tc::python
