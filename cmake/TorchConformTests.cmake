@@ -294,15 +294,17 @@ set_tests_properties(cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_
 # ab --time instructions (harness/instructions.h): both builds counted under valgrind at once; NEW
 # executes +1% of instructions per step (the extra-work hook: a fixed loop, 15 thousand rounds of 6
 # instructions on a 9.05e6-instruction step) and is a regression beyond the 0.5% threshold, whatever
-# the load; the counted rounds carry the simulated cache misses beside the counts. About 60 s of CPU
-# per side (valgrind's start-up of LibTorch is most of it): 1-3 minutes on 2 cores. Under the timing
-# tests' lock, so that its two valgrind processes do not load them.
+# the load; the counted rounds carry the simulated cache misses beside the counts. About 50 s of CPU
+# per side (valgrind's start-up of LibTorch is most of it): 1-3 minutes on 2 cores. Its two valgrind
+# processes hold two cores (PROCESSORS 2: on 2 cores nothing runs beside it; a first version without
+# it starved example.user_recipe's data_saturation sweep, 6.8% wait against a 5% bar, in a CI
+# rehearsal), and it takes the timing tests' lock on bigger machines.
 tc_cli_test(ab_instructions_catches_one_percent 1
             "reference/train_step +cpu +instructions +6 .*REGRESSION.*ab gate: FAIL"
             ab ${TC_EXE} ${TC_EXE} --time instructions --new-env TORCHCONFORM_BENCH_EXTRA_WORK=15
             --json ${TC_TEST_OUT}/ab-instructions.json -- --benchmark_filter=^reference/train_step/)
 set_tests_properties(cli.ab_instructions_catches_one_percent PROPERTIES LABELS "bench;unit" TIMEOUT 600 COST 90
-                     RESOURCE_LOCK ab_timing ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS="
+                     PROCESSORS 2 RESOURCE_LOCK ab_timing ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS="
                      FIXTURES_SETUP ab_instructions_json)
 
 # --- report JSON validated against the committed schema (python-jsonschema) ----------------------
