@@ -163,32 +163,30 @@ BenchChange compare_benchmark(const BenchmarkRecord& base, const BenchmarkRecord
 
 namespace {
 
-// Simulated cache misses beside the counts (harness/instructions.h): what instructions cannot see
-// of memory, shown, never gating (they depend on what ran before on the thread).
-void add_cache_miss_rows(const BenchmarkRecord& base, const BenchmarkRecord& next, const CompareOptions& o,
-                         std::vector<BenchChange>& rows) {
-  for (const auto& [counter, unit] : {std::pair<const char*, const char*>{instructions::kL1Misses, "L1 misses"},
-                                      {instructions::kLLMisses, "LL misses"}}) {
-    auto cm = base.counters.find(counter);
-    auto nm = next.counters.find(counter);
-    if (cm == base.counters.end() || nm == next.counters.end()) continue;
-    BenchmarkRecord mx = base, my = next;
-    for (BenchmarkRecord* r : {&mx, &my}) {
-      const BenchmarkCounter& k = r->counters.at(counter);
-      r->unit = unit;
-      r->samples = k.samples;
-      r->median = k.median;
-    }
-    CompareOptions mo = o;
-    mo.metric_thresholds.clear();
-    BenchChange mc = compare_benchmark(mx, my, mo);
-    mc.gating = false;
-    mc.warnings.erase(std::remove_if(mc.warnings.begin(), mc.warnings.end(),
-                                     [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
-                      mc.warnings.end());
-    mc.warnings.push_back("simulated cache misses: reported, not gating");
-    rows.push_back(std::move(mc));
+// The row of one counter both records carry (instructions, simulated cache misses): its samples
+// compared by compare_benchmark's rule under `unit`, `threshold`. Counts hardly vary: the
+// few-samples warning, about time's spread, is left out.
+BenchChange counter_row(const BenchmarkRecord& base, const BenchmarkRecord& next, const std::string& counter,
+                        const std::string& unit, const CompareOptions& o, double threshold) {
+  BenchmarkRecord x = base, y = next;
+  for (BenchmarkRecord* r : {&x, &y}) {
+    const BenchmarkCounter& k = r->counters.at(counter);
+    r->unit = unit;
+    r->samples = k.samples;
+    r->median = k.median;
   }
+  CompareOptions co = o;
+  co.threshold = threshold;
+  co.metric_thresholds.clear();
+  BenchChange ch = compare_benchmark(x, y, co);
+  ch.warnings.erase(std::remove_if(ch.warnings.begin(), ch.warnings.end(),
+                                   [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
+                    ch.warnings.end());
+  return ch;
+}
+
+bool both_have(const BenchmarkRecord& a, const BenchmarkRecord& b, const std::string& counter) {
+  return a.counters.count(counter) > 0 && b.counters.count(counter) > 0;
 }
 
 }  // namespace
@@ -221,20 +219,8 @@ Comparison compare_reports(const Report& base, const Report& next, const Compare
     } else {
       c.benchmarks.push_back(compare_benchmark(*it->second, b, o));
       // Counted on both sides: the counts' row, which gates; the time row is reported beside it.
-      auto ci = it->second->counters.find("instructions");
-      auto ni = b.counters.find("instructions");
-      if (ci != it->second->counters.end() && ni != b.counters.end()) {
-        BenchmarkRecord x = *it->second, y = b;
-        for (BenchmarkRecord* r : {&x, &y}) {
-          const BenchmarkCounter& k = r->counters.at("instructions");
-          r->unit = "instructions";
-          r->samples = k.samples;
-          r->median = k.median;
-        }
-        CompareOptions io = o;
-        io.threshold = o.instruction_threshold;
-        io.metric_thresholds.clear();
-        BenchChange ch = compare_benchmark(x, y, io);
+      if (both_have(*it->second, b, instructions::kCounter)) {
+        BenchChange ch = counter_row(*it->second, b, instructions::kCounter, "instructions", o, o.instruction_threshold);
         ch.instructions = true;
         if (!o.gate_time_too) {
           BenchChange& time_row = c.benchmarks.back();
@@ -242,12 +228,16 @@ Comparison compare_reports(const Report& base, const Report& next, const Compare
           time_row.warnings.push_back("time reported, not gating: both reports count this benchmark's instructions, "
                                       "which gate (--gate-time: time as well)");
         }
-        // Counts hardly vary: the few-samples warning is about time's spread, not theirs.
-        ch.warnings.erase(std::remove_if(ch.warnings.begin(), ch.warnings.end(),
-                                         [](const std::string& w) { return w.rfind("few samples", 0) == 0; }),
-                          ch.warnings.end());
         c.benchmarks.push_back(std::move(ch));
-        add_cache_miss_rows(*it->second, b, o, c.benchmarks);
+        // Simulated cache misses beside the counts (harness/instructions.h): what instructions
+        // cannot see of memory, shown, never gating (they depend on what ran before on the thread).
+        for (const auto& m : instructions::kCacheMisses) {
+          if (!both_have(*it->second, b, m.counter)) continue;
+          BenchChange mc = counter_row(*it->second, b, m.counter, m.unit, o, o.threshold);
+          mc.gating = false;
+          mc.warnings.push_back("simulated cache misses: reported, not gating");
+          c.benchmarks.push_back(std::move(mc));
+        }
       }
     }
   }

@@ -171,12 +171,6 @@ std::map<std::string, double> read_dump_events(const std::string& path) {
   return out;
 }
 
-std::optional<double> read_dump_total(const std::string& path) {
-  const std::map<std::string, double> events = read_dump_events(path);
-  if (auto it = events.find("Ir"); it != events.end()) return it->second;
-  return std::nullopt;
-}
-
 std::map<std::string, double> counters_per_iteration(const std::map<std::string, double>& events,
                                                      long long iterations) {
   std::map<std::string, double> out;

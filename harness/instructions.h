@@ -50,9 +50,15 @@ namespace tc::instructions {
 inline constexpr const char* kDumpDirVar = "TORCHCONFORM_CALLGRIND_DIR";
 // The counter a counted repetition sets: instructions per iteration.
 inline constexpr const char* kCounter = "instructions";
-// Simulated cache misses per iteration (reported beside the counts, not gating).
+// Simulated cache misses per iteration (reported beside the counts, not gating): the counters and
+// the unit a row of theirs is shown in.
 inline constexpr const char* kL1Misses = "l1_misses";
 inline constexpr const char* kLLMisses = "ll_misses";
+struct CacheMissCounter {
+  const char* counter;
+  const char* unit;
+};
+inline constexpr CacheMissCounter kCacheMisses[] = {{kL1Misses, "L1 misses"}, {kLLMisses, "LL misses"}};
 // The gates' default threshold on instruction counts (ab --time instructions, compare, trend): the
 // counts of identical builds differ by about 0.1% (the benchmark's thread waiting a little more or
 // less for its loader), measured in docs/benchmarks-and-gating.md; 0.5% is five times that.
@@ -84,8 +90,6 @@ nlohmann::json environment_block(const std::string& valgrind, long long iteratio
 // A callgrind dump's totals by event name (its "events:" and "summary:" lines: Ir, and with the
 // cache simulation Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw); empty when the file has none.
 std::map<std::string, double> read_dump_events(const std::string& path);
-// The total of a callgrind dump's first event (Ir, instructions); nullopt when the file has none.
-std::optional<double> read_dump_total(const std::string& path);
 // The counters one counted repetition sets from a dump's totals, per iteration: `instructions`,
 // and `l1_misses` / `ll_misses` where the dump has the cache events. Empty without Ir.
 std::map<std::string, double> counters_per_iteration(const std::map<std::string, double>& events,

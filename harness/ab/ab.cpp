@@ -133,7 +133,8 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       b.next.push_back(nv);
       b.ratios.push_back(nv / bv);
       if (o.instructions) {
-        for (const char* name : {instructions::kL1Misses, instructions::kLLMisses}) {
+        for (const auto& m : instructions::kCacheMisses) {
+          const std::string name = m.counter;
           auto cx = x->counters.find(name), cy = y->counters.find(name);
           if (cx == x->counters.end() || cy == y->counters.end() || cx->second.samples.empty() ||
               cy->second.samples.empty()) {

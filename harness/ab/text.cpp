@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "harness/ab/report.h"
+#include "harness/instructions.h"
 #include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
 
@@ -113,11 +114,11 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
       }
       s << "   (* NEW ran first)\n";
     }
-    for (const auto& [name, v] : b.beside) {
-      if (v.base.empty()) continue;
-      const double mb = stats::median(v.base), mn = stats::median(v.next);
-      s << "      simulated " << (name == "l1_misses" ? "L1" : name == "ll_misses" ? "LL" : name)
-        << " misses per iteration (shown, not judged): base " << mb << ", new " << mn;
+    for (const auto& m : instructions::kCacheMisses) {
+      auto it = b.beside.find(m.counter);
+      if (it == b.beside.end() || it->second.base.empty()) continue;
+      const double mb = stats::median(it->second.base), mn = stats::median(it->second.next);
+      s << "      simulated " << m.unit << " per iteration (shown, not judged): base " << mb << ", new " << mn;
       if (mb > 0) s << " (" << ratio(mn / mb) << "x)";
       s << '\n';
     }

@@ -122,8 +122,9 @@ void count_instructions(std::vector<BenchmarkRecord>& records, Report& report, c
     for (const BenchmarkRecord& c : counted.benchmarks) {
       auto it = c.counters.find(instructions::kCounter);
       if (c.name != rec.name || c.device != rec.device || it == c.counters.end()) continue;
-      for (const char* k : {instructions::kCounter, instructions::kL1Misses, instructions::kLLMisses}) {
-        if (auto m = c.counters.find(k); m != c.counters.end()) rec.counters[k] = m->second;
+      rec.counters[instructions::kCounter] = it->second;
+      for (const auto& m : instructions::kCacheMisses) {
+        if (auto x = c.counters.find(m.counter); x != c.counters.end()) rec.counters[m.counter] = x->second;
       }
       ++merged;
     }
