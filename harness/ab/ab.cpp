@@ -75,6 +75,19 @@ void judge_ratios(AbBench& b, double level) {
 
 namespace {
 using Key = std::pair<std::string, std::string>;  // (name, device)
+
+// A paired round's simulated cache misses (harness/instructions.h), where both sides have them.
+void add_cache_misses(const BenchmarkRecord& x, const BenchmarkRecord& y, std::map<std::string, AbBench::Beside>& out) {
+  for (const auto& m : instructions::kCacheMisses) {
+    auto cx = x.counters.find(m.counter), cy = y.counters.find(m.counter);
+    if (cx == x.counters.end() || cy == y.counters.end() || cx->second.samples.empty() || cy->second.samples.empty()) {
+      continue;
+    }
+    out[m.counter].base.push_back(stats::median(cx->second.samples));
+    out[m.counter].next.push_back(stats::median(cy->second.samples));
+  }
+}
+
 }  // namespace
 
 AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
@@ -132,18 +145,7 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
       b.base.push_back(bv);
       b.next.push_back(nv);
       b.ratios.push_back(nv / bv);
-      if (o.instructions) {
-        for (const auto& m : instructions::kCacheMisses) {
-          const std::string name = m.counter;
-          auto cx = x->counters.find(name), cy = y->counters.find(name);
-          if (cx == x->counters.end() || cy == y->counters.end() || cx->second.samples.empty() ||
-              cy->second.samples.empty()) {
-            continue;
-          }
-          b.beside[name].base.push_back(stats::median(cx->second.samples));
-          b.beside[name].next.push_back(stats::median(cy->second.samples));
-        }
-      }
+      if (o.instructions) add_cache_misses(*x, *y, b.beside);
     }
     // A counter missing from some paired round is not shown: its values would not line up.
     for (auto it = b.beside.begin(); it != b.beside.end();) {
