@@ -119,15 +119,17 @@ set_tests_properties(cli.uncaught_variant_exits_1 PROPERTIES LABELS unit)
 # The checks on recipes registered only in these tests: correct code written differently passes,
 # each blind spot's broken recipe is caught, a precondition is named instead of another promise.
 add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/amp/amp_diagnosis_test.cpp
+                              suites/amp/speed_judge_test.cpp
                               suites/device_agnostic/judge_test.cpp suites/data_saturation/judge_test.cpp
                               suites/checkpoint_safety/checkpoint_safety_test.cpp
                               suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp
                               suites/tests/written_differently_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
+target_compile_definitions(tc_check_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)
-tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=23 AmpProcedureSpeed=47 AmpUnderflow=11
+tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=23 AmpProcedureSpeed=47 AmpUnderflow=11 AmpParity=40
                 AmpParityMisattribution=8 AmpFingerprint=7)
 
 # --- CLI: exit codes and messages ---------------------------------------------------------------

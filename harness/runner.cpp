@@ -70,11 +70,22 @@ std::string join_ids(const std::vector<std::string>& ids) {
 }
 
 // A targeted variant that declares the promises it breaks (->Breaks) and broke none of them was
-// caught by another promise alone: the promise it breaks lost its teeth. "" where it is a catch.
-std::string caught_by_another(const RecipeInfo& recipe, const std::string& check, const nlohmann::json& metrics) {
-  const std::vector<std::string>* declared = recipe.declared_breaks(check);
-  if (declared == nullptr) return "";
+// caught by another promise alone: the promise it breaks lost its teeth. One that declares none is
+// caught only by a promise that is not a timing promise: a time measurement breaks with the
+// machine's speed and load too, so it never stands alone as the proof that a check has teeth.
+// "" where it is a catch.
+std::string caught_by_another(const RecipeInfo& recipe, const CheckInfo& check, const nlohmann::json& metrics) {
   const std::vector<std::string> broken = broken_ids(metrics);
+  const std::vector<std::string>* declared = recipe.declared_breaks(check.name);
+  if (declared == nullptr) {
+    for (const std::string& id : broken) {
+      const auto p = std::find_if(check.promises.begin(), check.promises.end(),
+                                  [&](const PromiseInfo& registered) { return registered.id == id; });
+      if (p == check.promises.end() || !p->timing) return "";
+    }
+    return "caught only by the timing promise(s) " + join_ids(broken) +
+           ", which the machine's speed can break too; it declares no promise it breaks (->Breaks): not a catch\n";
+  }
   for (const std::string& id : broken) {
     if (std::find(declared->begin(), declared->end(), id) != declared->end()) return "";
   }
@@ -166,7 +177,7 @@ void judge_returned(Cell& cell, const PlannedCell& planned, CheckResult result) 
     cell.verdict = Verdict::kError;
     cell.evidence = kNotACatch + cell.evidence;
   } else if (cell.expected == Expected::kFail && cell.outcome == Outcome::kFail) {
-    const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
+    const std::string other = caught_by_another(*planned.recipe, *planned.check, cell.metrics);
     if (!other.empty()) {
       cell.verdict = Verdict::kMissed;
       cell.evidence = other + cell.evidence;
@@ -185,7 +196,7 @@ void judge_thrown(Cell& cell, const Registry& registry, const PlannedCell& plann
         {{{"id", d->promise}, {"status", "broken"}, {"evidence", "threw the error it detects: " + text}}});
     cell.evidence = "- threw the error " + cell.check + " detects (" + d->promise + "): " + text;
     if (cell.expected == Expected::kFail) {
-      const std::string other = caught_by_another(*planned.recipe, cell.check, cell.metrics);
+      const std::string other = caught_by_another(*planned.recipe, *planned.check, cell.metrics);
       if (!other.empty()) {
         cell.verdict = Verdict::kMissed;
         cell.evidence = other + cell.evidence;

@@ -180,24 +180,29 @@ std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
   TORCH_CHECK(workload.model && workload.forward, "amp_step_on: the workload has no model");
   if (!steps_through_slots()) return {};
   // The workload gets what the recipe's step would make for it; the step swaps them in, runs the
-  // recipe's amp_forward() and optimisation_step(), and swaps its own back.
-  auto opt = std::shared_ptr<torch::optim::Optimizer>(make_optimizer(workload.model->parameters()));
-  auto scaler = std::shared_ptr<GradScaler>(make_grad_scaler());
-  return [this, workload, opt, scaler] {
-    std::unique_ptr<torch::optim::Optimizer> own_opt(opt.get());
-    std::unique_ptr<GradScaler> own_scaler(scaler.get());
-    std::swap(optimizer_, own_opt);
-    std::swap(scaler_, own_scaler);
+  // recipe's amp_forward() and optimisation_step(), and swaps its own back. Ownership stays unique
+  // throughout: the workload's optimizer and scaler live in `held` as unique_ptrs and trade places
+  // with the recipe's members, so a recipe whose step replaces its scaler or optimizer (a
+  // legitimate pattern) replaces the one it holds at that moment, and that one is what goes back
+  // into `held`: nothing is freed twice, nothing the recipe owns is borrowed.
+  struct Held {
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    std::unique_ptr<GradScaler> scaler;
+  };
+  auto held = std::make_shared<Held>();
+  held->optimizer = make_optimizer(workload.model->parameters());
+  held->scaler = make_grad_scaler();
+  return [this, workload, held] {
+    std::swap(optimizer_, held->optimizer);
+    std::swap(scaler_, held->scaler);
     std::function<void(const NamedTensors&)> hook;
     std::swap(after_backward_, hook);
     step_parameters_ = workload.model->parameters();
     auto restore = [&] {
       step_parameters_.reset();
       std::swap(after_backward_, hook);
-      std::swap(scaler_, own_scaler);
-      std::swap(optimizer_, own_opt);
-      (void)own_opt.release();  // owned by the shared_ptrs above
-      (void)own_scaler.release();
+      std::swap(scaler_, held->scaler);
+      std::swap(optimizer_, held->optimizer);
     };
     try {
       at::Tensor loss = amp_forward(

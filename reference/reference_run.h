@@ -79,6 +79,9 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   double clip_norm() const override { return config_.clip_norm; }
   std::vector<InitSpec> declared_init() const override;
   std::shared_ptr<torch::nn::Module> bare_model() override;
+  // The reference's classifier recomputes its features when the option asks (recompute_features);
+  // a model of make_model() has no checkpointed segment unless the recipe says so by overriding this.
+  bool does_activation_checkpointing() const override { return !model_.is_empty(); }
 
   // Read by no check, example or test: deprecated in 0.4, removed in 0.5 (docs/api.md's contract).
   [[deprecated("unused; removed in torchconform 0.5: the seeds are the ones seed_everything() was given")]]

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numbers>
 
 #include <torch/serialize/archive.h>
 
@@ -31,7 +30,7 @@ double WarmupCosine::factor(int64_t t) const {
   if (t < warmup_) return static_cast<double>(t + 1) / static_cast<double>(warmup_);
   const double progress =
       std::min(1.0, static_cast<double>(t - warmup_) / static_cast<double>(total_ - warmup_));
-  return floor_ + (1.0 - floor_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  return floor_ + (1.0 - floor_) * 0.5 * (1.0 + std::cos(M_PI * progress));
 }
 
 void WarmupCosine::apply() {

@@ -131,6 +131,10 @@ class Run {
   virtual std::vector<InitSpec> declared_init() const;
   // A freshly built, unwrapped model (on the CPU): what a checkpoint's model state must load into.
   virtual std::shared_ptr<torch::nn::Module> bare_model();
+  // Whether RunOptions::activation_checkpointing does anything here: false for a recipe whose model
+  // has no checkpointed segment (grad_checkpointing skips its cell, naming this). A recipe that
+  // accepts the option and ignores it still answers true: that is the mistake the check catches.
+  virtual bool does_activation_checkpointing() const { return true; }
 };
 
 }  // namespace tc

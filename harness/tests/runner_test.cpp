@@ -220,6 +220,33 @@ TEST_F(RunnerTest, AVariantCaughtOnlyByAnotherPromiseThanTheOneItBreaksIsMissed)
       << problems[1];
 }
 
+// A variant that declares no promise it breaks is caught only by a promise that is not a timing
+// promise: broken by a time measurement alone (which the machine's speed and load break too), it is
+// missed; broken by a non-timing promise, caught.
+TEST_F(RunnerTest, AVariantWithoutBreaksCaughtOnlyByATimingPromiseIsMissed) {
+  auto breaking = [](const char* id) {
+    return [id](const CheckContext&) {
+      return CheckResult::fail(std::string("broke ") + id,
+                               {{"promises", {{{"id", id}, {"status", "broken"}, {"evidence", "broke"}}}}});
+    };
+  };
+  CheckInfo timed{"timed", "p", breaking("speed"), "t", 20};
+  timed.promises = {{"exact", "an exact promise"}, {"speed", "a timing promise"}};
+  timed.promises[1].timing = true;
+  CheckInfo exact = timed;
+  exact.name = "exact";
+  exact.fn = breaking("exact");
+  reg.add_check(timed);
+  reg.add_check(exact);
+  auto none = [] { return std::unique_ptr<::tc::Run>(); };
+  reg.add_recipe({"no_breaks", "declares no ->Breaks", {"timed", "exact"}, none, "t", 21});
+  Cell by_time = only("timed", "no_breaks");
+  EXPECT_EQ(by_time.outcome, Outcome::kFail);
+  EXPECT_EQ(by_time.verdict, Verdict::kMissed) << by_time.evidence;
+  EXPECT_EQ(by_time.evidence.rfind("caught only by the timing promise(s) speed", 0), 0u) << by_time.evidence;
+  EXPECT_EQ(only("exact", "no_breaks").verdict, Verdict::kOk);
+}
+
 // A check that skips a cell of a variant it must catch (a missing probe, a precondition) has not
 // caught it: error, not skipped (its ctest would read as skipped). Other cells skip as asked.
 TEST_F(RunnerTest, ASkippedTargetedVariantIsAnError) {

@@ -2,6 +2,7 @@
 
 #include "harness/util/text_format.h"
 #include "suites/amp/dtype.h"
+#include "suites/amp/speed_judge.h"
 
 #include <time.h>
 
@@ -139,33 +140,19 @@ double seconds(const std::function<double()>& step, bool cuda) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Where the dtype's speed-up over fp32 is judged, and the bar; "" where not, with why in `why`.
-double speedup_bar(const CheckContext& ctx, c10::ScalarType dtype, std::string& hardware, std::string& why) {
-  if (ctx.device == "cuda") {
+// What the figures were measured on, for the record (never a bar).
+std::string hardware_of(bool cuda) {
+  if (cuda) {
 #ifdef TC_WITH_CUDA
     const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
-    hardware = std::string(p->name) + ", compute capability " + std::to_string(p->major) + "." + std::to_string(p->minor);
-    if (dtype == c10::kBFloat16 && p->major < 8) {
-      why = "bf16 has no tensor-core support below compute capability 8.0";
-      return 0.0;
-    }
+    return std::string(p->name) + ", compute capability " + std::to_string(p->major) + "." + std::to_string(p->minor);
 #else
-    hardware = "CUDA device";
+    return "CUDA device";
 #endif
-    return 2.0;  // fp16 / bf16 on tensor cores against fp32 without TF32
   }
-  const std::vector<std::string> flags = cpu_precision_flags();
-  hardware = "CPU flags:";
-  for (const auto& f : flags) hardware += " " + f;
-  if (flags.empty()) hardware += " none of amx_bf16/amx_tile/amx_fp16/avx512_bf16/avx512_fp16/avx512f";
-  auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
-  if (dtype == c10::kBFloat16 && has("amx_bf16") && has("amx_tile")) return 1.25;
-  why = dtype == c10::kBFloat16
-            ? (has("avx512_bf16") ? "avx512_bf16 without AMX: bf16 matmuls are not reliably faster than fp32 (1.8x slower on "
-                                    "one such machine, 1.47x faster on another)"
-                                  : "no AMX and no avx512_bf16: bf16 matmuls are emulated")
-            : "fp16 on a CPU is not judged";
-  return 0.0;
+  std::string h = "CPU flags:";
+  for (const auto& f : cpu_precision_flags()) h += " " + f;
+  return h;
 }
 
 nlohmann::json figures(const stats::MedianInterval& m) {
@@ -174,29 +161,66 @@ nlohmann::json figures(const stats::MedianInterval& m) {
           {"rounds", m.n}};
 }
 
-std::string text(const stats::MedianInterval& m) {
-  std::string s = fmt::sig(m.median, 3) + "x (median of " + std::to_string(m.n) + " rounds";
-  if (m.has_interval) {
-    s += ", " + fmt::sig(100 * m.coverage, 3) + "% interval " + fmt::sig(m.lo, 3) + ".." + fmt::sig(m.hi, 3);
-  }
-  return s + ")";
-}
+double median_of(const std::vector<double>& v) { return stats::median_interval(v).median; }
 
 }  // namespace
 
-std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarType dtype, Findings& out,
-                       double bar_given) {
+std::function<double()> matmuls_of(const WorkloadSize& s, const c10::Device& device, c10::ScalarType dtype,
+                                   uint64_t seed) {
+  torch::manual_seed(seed);
+  const auto opts = torch::TensorOptions().dtype(dtype).device(device);
+  auto make = [&](std::vector<int64_t> shape) { return torch::randn(shape).to(opts); };
+  struct Linear {
+    at::Tensor x, w, dy;  // (M, in), (out, in), (M, out)
+    bool input_grad;
+  };
+  const int64_t m = s.batch * s.seq, d = s.dim, f = s.ff, bh = s.batch * s.heads, dh = s.dim / s.heads;
+  std::vector<Linear> linears;
+  auto linear = [&](int64_t rows, int64_t in, int64_t out, bool input_grad) {
+    linears.push_back({make({rows, in}), make({out, in}), make({rows, out}), input_grad});
+  };
+  linear(m, d, d, false);     // embed (its input needs no gradient)
+  linear(m, d, 3 * d, true);  // qkv
+  linear(m, d, d, true);      // proj
+  linear(m, d, f, true);      // ff1
+  linear(m, f, d, true);      // ff2
+  linear(s.batch, d, s.classes, true);  // head
+  const at::Tensor q = make({bh, s.seq, dh}), k = make({bh, s.seq, dh}), v = make({bh, s.seq, dh});
+  const at::Tensor p = make({bh, s.seq, s.seq}), dout = make({bh, s.seq, dh});
+  const bool cuda = device.is_cuda();
+  return [linears, q, k, v, p, dout, cuda] {
+    for (const Linear& l : linears) {
+      (void)at::mm(l.x, l.w.t());                   // y = x W^T
+      if (l.input_grad) (void)at::mm(l.dy, l.w);    // dx = dy W
+      (void)at::mm(l.dy.t(), l.x);                  // dW = dy^T x
+    }
+    (void)at::bmm(q, k.transpose(1, 2));     // scores
+    (void)at::bmm(p, v);                     // out
+    (void)at::bmm(dout, v.transpose(1, 2));  // d probabilities
+    (void)at::bmm(p.transpose(1, 2), dout);  // dv
+    (void)at::bmm(p, k);                     // dq (dscores k)
+    (void)at::bmm(p.transpose(1, 2), q);     // dk (dscores^T q)
+    if (cuda) torch::cuda::synchronize();
+    return 0.0;
+  };
+}
+
+void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32, c10::ScalarType dtype,
+                Findings& out) {
   const bool cuda = ctx.device == "cuda";
   const c10::Device device = cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
   const std::string d = dtype_name(dtype);
   const WorkloadSize size = workload_size(device);
   const uint64_t seed = static_cast<uint64_t>(ctx.seed) + 101;
   std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));
-  if (!mine) {
-    out.recorded("amp_procedure_speed", d + " AMP procedure speed: not measured (the recipe's AmpProbe::amp_step_on offers "
-                                        "no way to apply its procedure to the transformer workload: a recipe whose train_step is its own, "
-                                        "not ReferenceRun's, implements amp_step_on)");
-    return "";
+  std::function<double()> mine32 = recipe_fp32.amp_step_on(make_workload(size, device, seed));
+  if (!mine || !mine32) {
+    const std::string why = "not measured (the recipe's AmpProbe::amp_step_on offers no way to apply its procedure "
+                            "to the transformer workload: a recipe whose train_step is its own, not ReferenceRun's, "
+                            "implements amp_step_on)";
+    out.recorded("amp_procedure_speed", d + " AMP procedure speed: " + why);
+    out.recorded("throughput", d + " throughput: " + why);
+    return;
   }
   ref::ReferenceRun ref_amp, ref_fp32;
   AmpOptions o;
@@ -204,107 +228,99 @@ std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarTyp
   ref_amp.set_amp(o);
   ref_amp.setup(run_options(ctx, ctx.seed));
   ref_fp32.setup(run_options(ctx, ctx.seed));
-  std::function<double()> theirs = ref_amp.amp_step_on(make_workload(size, device, seed));
-  std::function<double()> fp32 = ref_fp32.amp_step_on(make_workload(size, device, seed));
+  const std::function<double()> theirs = ref_amp.amp_step_on(make_workload(size, device, seed));
+  const std::function<double()> fp32 = ref_fp32.amp_step_on(make_workload(size, device, seed));
+  const std::function<double()> gemm32 = matmuls_of(size, device, c10::kFloat, seed + 1);
+  const std::function<double()> gemmd = matmuls_of(size, device, dtype, seed + 1);
 
-  std::string hardware, why;
-  double bar = speedup_bar(ctx, dtype, hardware, why);
-  if (bar_given > 0) {
-    bar = bar_given;
-    hardware += " (the bar given by the caller, not read from them)";
-  }
-  constexpr double kProcedureBar = 0.8;
-  const double budget_s = cuda ? 20.0 : 60.0;
-  const int min_rounds = 6, max_rounds = 60;
+  const double budget_s = cuda ? 30.0 : 60.0;
+  constexpr int kMinRounds = 6, kMaxRounds = 4000;
+  SpeedRounds r;
+  const std::vector<std::pair<const std::function<double()>*, std::vector<double>*>> timed = {
+      {&fp32, &r.ref_fp32},      {&theirs, &r.ref_amp}, {&mine32, &r.recipe_fp32},
+      {&mine, &r.recipe_amp},    {&gemm32, &r.gemm_fp32}, {&gemmd, &r.gemm_amp}};
 
   TimingScope timing(cuda);
   const auto start = std::chrono::steady_clock::now();
-  fp32();  // warm-up: allocations, kernel selection, the autocast paths
-  theirs();
-  mine();
-  std::vector<double> tf, tr, tm, procedure, speedup;
-  stats::MedianInterval proc_m, speed_m;
-  stats::BarVerdict proc_v = stats::BarVerdict::kUndecided, speed_v = stats::BarVerdict::kUndecided;
+  for (const auto& [step, _] : timed) (*step)();  // warm-up: allocations, kernel selection, the autocast paths
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  SpeedVerdict v;
   while (true) {
-    const int r = static_cast<int>(tm.size());
-    double a, b, c;
-    if (r % 2 == 0) {
-      a = seconds(fp32, cuda), b = seconds(theirs, cuda), c = seconds(mine, cuda);
-    } else {
-      c = seconds(mine, cuda), b = seconds(theirs, cuda), a = seconds(fp32, cuda);
+    const int n = static_cast<int>(r.size()) + 1;
+    for (size_t j = 0; j < timed.size(); ++j) {
+      const auto& [step, into] = timed[n % 2 == 1 ? j : timed.size() - 1 - j];
+      into->push_back(seconds(*step, cuda));
     }
-    tf.push_back(a), tr.push_back(b), tm.push_back(c);
-    procedure.push_back(b / c);
-    speedup.push_back(a / c);
-    const int n = r + 1;
-    if (n < min_rounds || n % 2 == 1) continue;
-    proc_m = stats::median_interval(procedure);
-    speed_m = stats::median_interval(speedup);
-    proc_v = stats::judge_at_least(proc_m, kProcedureBar);
-    speed_v = bar > 0 ? stats::judge_at_least(speed_m, bar) : stats::BarVerdict::kPass;
-    const bool decided = proc_v != stats::BarVerdict::kUndecided && speed_v != stats::BarVerdict::kUndecided;
-    if (decided || n >= max_rounds || elapsed() > budget_s) break;
+    if (n < kMinRounds || n % 2 == 1) continue;
+    v = judge_speed(r);
+    if (v.decided() || n >= kMaxRounds || elapsed() > budget_s) break;
   }
   const double wall = elapsed();
-  const stats::MedianInterval ref_speed = stats::median_interval([&] {
-    std::vector<double> v;
-    for (size_t i = 0; i < tf.size(); ++i) v.push_back(tf[i] / tr[i]);
-    return v;
-  }());
   const double flops = step_flops(size);
+  const std::string hardware = hardware_of(cuda);
   const std::string workload = "transformer block " + std::to_string(size.batch) + "x" + std::to_string(size.seq) +
                                " tokens, width " + std::to_string(size.dim) + ", MLP " + std::to_string(size.ff) + " (" +
                                fmt::sig(flops / 1e9, 4) + " GFLOP/step), " +
-                               (cuda ? "TF32 off" : "1 thread, its CPU time") + ": fp32 step " +
-                               fmt::sig(1e3 * stats::median_interval(tf).median, 4) + " ms, reference " + d + " step " +
-                               fmt::sig(1e3 * stats::median_interval(tr).median, 4) + " ms, recipe's " + d + " step " +
-                               fmt::sig(1e3 * stats::median_interval(tm).median, 4) + " ms";
+                               (cuda ? "TF32 off" : "1 thread, its CPU time") + ": recipe's fp32 step " +
+                               fmt::sig(1e3 * median_of(r.recipe_fp32), 4) + " ms, its " + d + " step " +
+                               fmt::sig(1e3 * median_of(r.recipe_amp), 4) + " ms";
+  const std::string rounds = std::to_string(r.size()) + " rounds in " + fmt::sig(wall, 3) + " s";
   out.metrics()["throughput_" + d] = {
       {"workload", {{"batch", size.batch}, {"seq", size.seq}, {"dim", size.dim}, {"heads", size.heads}, {"ff", size.ff},
                     {"flops_per_step", flops}}},
       {"hardware", hardware},
-      {"fp32_step_s", tf},
-      {"reference_amp_step_s", tr},
-      {"recipe_amp_step_s", tm},
-      {"procedure_ratio", figures(proc_m)},
+      {"rounds", to_json(r)},
+      {"ceiling_matmuls", figures(v.ceiling)},
+      {"matmul_share_of_fp32_step", figures(v.matmul_share)},
+      {"attainable_speedup", figures(v.attainable)},
+      {"ceiling_says", to_string(v.ceiling_says)},
+      {"speedup_over_fp32", figures(v.speedup)},
+      {"reference_speedup_over_fp32", figures(v.reference_speedup)},
+      {"procedure_ratio", figures(v.procedure)},
       {"procedure_bar", kProcedureBar},
-      {"speedup_over_fp32", figures(speed_m)},
-      {"reference_speedup_over_fp32", figures(ref_speed)},
-      {"speedup_bar", bar > 0 ? nlohmann::json(bar) : nlohmann::json()},
-      {"speedup_judged", bar > 0},
-      {"not_judged_because", why},
+      {"speedup_bar", figures(v.bar)},
+      {"gain_share", kGainShare},
+      {"min_attainable", kMinAttainable},
+      {"speedup_judged", v.ceiling_says == Ceiling::kGain},
       {"wall_s", wall}};
 
-  std::vector<std::string> noisy;
-  // The recipe's AMP procedure against the reference's, on the same workload and hardware.
-  const std::string proc = d + " AMP procedure speed on the " + workload + ": recipe / reference throughput " +
-                           text(proc_m) + ", bar " + fmt::sig(kProcedureBar, 3);
-  if (proc_v == stats::BarVerdict::kPass) {
+  // The recipe's AMP procedure against the reference's: each one's speed-up over its own fp32 step.
+  const std::string proc = d + " AMP procedure speed on the " + workload + ": the recipe's speed-up over its own fp32 "
+                           "step / the reference's over its own " + describe(v.procedure) + " (the recipe's " +
+                           describe(v.speedup) + ", the reference's " + describe(v.reference_speedup) + "), bar " +
+                           fmt::sig(kProcedureBar, 3);
+  if (v.procedure_v == stats::BarVerdict::kPass) {
     out.held("amp_procedure_speed", proc);
-  } else if (proc_v == stats::BarVerdict::kFail) {
-    out.broken("amp_procedure_speed", proc + ": the recipe's mixed-precision step is slower than the reference's");
+  } else if (v.procedure_v == stats::BarVerdict::kFail) {
+    out.broken("amp_procedure_speed", proc + ": the recipe's mixed precision gains less over fp32 than the reference's");
   } else {
-    noisy.push_back(proc);
+    out.recorded("amp_procedure_speed", proc + ": undecided after " + rounds +
+                                            " (the interval spans the bar): recorded, not judged");
   }
-  // The speed-up over fp32: judged where the hardware accelerates the dtype.
-  const std::string sp = d + " throughput / fp32 on the " + workload + ": " + text(speed_m) + " (the reference's " +
-                         text(ref_speed) + "; " + hardware + ")";
-  if (bar <= 0) {
-    out.recorded("throughput", sp + ": recorded, not judged here (" + why + ")");
-  } else if (speed_v == stats::BarVerdict::kPass) {
-    out.held("throughput", sp + ", bar " + fmt::sig(bar, 3));
-  } else if (speed_v == stats::BarVerdict::kFail) {
-    out.broken("throughput", sp + ", bar " + fmt::sig(bar, 3) + ": mixed precision does not speed the step up");
+  // The speed-up over fp32 against what this machine's matmuls attain in the dtype.
+  const std::string ceiling = "this machine's " + d + " matmuls of the block run " + describe(v.ceiling) +
+                              " faster than fp32 and take " + fmt::sig(100 * v.matmul_share.median, 3) +
+                              "% of the recipe's fp32 step, so the step can attain " + describe(v.attainable) + "; " +
+                              hardware;
+  const std::string sp = d + " throughput / fp32 on the " + workload + ": " + describe(v.speedup) + "; " + ceiling;
+  const std::string bar = "bar: save " + fmt::sig(100 * kGainShare, 3) + "% of the time the matmuls would save, a speed-up of " +
+                          fmt::sig(v.bar.median, 3) + "; speed-up / bar " + describe(v.against_bar);
+  if (v.ceiling_says == Ceiling::kNoGain) {
+    out.recorded("throughput", sp + ": recorded, not judged (the attainable speed-up is under " +
+                                   fmt::sig(kMinAttainable, 3) + ": this machine gives " + d + " no gain to take)");
+  } else if (v.ceiling_says == Ceiling::kUndecided) {
+    out.recorded("throughput", sp + ": recorded, not judged: whether the machine gives " + d +
+                                   " a gain stayed undecided after " + rounds + " (the attainable speed-up's interval spans " +
+                                   fmt::sig(kMinAttainable, 3) + ")");
+  } else if (v.throughput_v == stats::BarVerdict::kPass) {
+    out.held("throughput", sp + "; " + bar);
+  } else if (v.throughput_v == stats::BarVerdict::kFail) {
+    out.broken("throughput", sp + "; " + bar + ": mixed precision saves less than " +
+                                 fmt::sig(100 * kGainShare, 3) + "% of the time this machine's matmuls would save in " + d);
   } else {
-    noisy.push_back(sp + ", bar " + fmt::sig(bar, 3));
+    out.recorded("throughput", sp + "; " + bar + ": undecided after " + rounds +
+                                   " (the interval spans the bar): recorded, not judged");
   }
-  if (noisy.empty()) return "";
-  std::string s = "too noisy to judge after " + std::to_string(tm.size()) + " rounds in " + fmt::sig(wall, 3) + " s: ";
-  for (size_t i = 0; i < noisy.size(); ++i) s += (i ? "; " : "") + noisy[i];
-  for (const std::string& n : noisy) out.recorded(n.find("procedure") != std::string::npos ? "amp_procedure_speed" : "throughput",
-                                                  n + ": undecided (interval across the bar)");
-  return s;
 }
 
 }  // namespace tc::amp

@@ -6,17 +6,18 @@
 // about 50-65 ms on this project's build machine (batch 4 x 64 tokens, width 256, MLP 1024); on a
 // CUDA GPU batch 32 x 512 tokens, width 1024, MLP 4096 (1.3 TFLOP per step).
 //
-// Protocol: one warm-up step each, then rounds of three steps on three copies of the workload:
-// the reference's fp32 step, the reference's AMP step and the recipe's AMP step (through
-// AmpProbe::amp_step_on), the order reversed every other round, so load on the machine hits all
-// alike. A step's time is wall time on CUDA, and on the CPU (1 intra-op thread) the calling
-// thread's CPU time, which other processes on the machine do not lengthen. Per round two ratios: procedure = t(reference AMP) / t(recipe AMP), speed-up = t(fp32) /
-// t(recipe AMP). Each is judged on the median of its per-round ratios with a distribution-free 95%
-// interval (harness/util/median_interval.h): pass when the lower end clears the bar, fail when the
-// upper end is below it; from 6 rounds on, 2 more at a time while undecided and within the time
-// budget; still undecided -> the cell is `error` ("too noisy to judge", with the figures).
+// Protocol: one warm-up each, then rounds that time six things on copies of the workload: the
+// reference's fp32 and AMP steps, the recipe's own fp32 and AMP steps (AmpProbe::amp_step_on on an
+// fp32 instance of the recipe and on one with mixed precision), and the block's matmuls alone in
+// fp32 and in the dtype (the ceiling). The order is reversed every other round, so load on the
+// machine hits all alike. A time is wall time on CUDA (synchronised), and on the CPU (1 intra-op
+// thread) the calling thread's CPU time, which other processes on the machine do not lengthen.
+// suites/amp/speed_judge.h judges both promises from those figures and says where each bar comes
+// from. From 6 rounds on, 2 more at a time while undecided, up to a time budget (60 s CPU, 30 s
+// CUDA); a promise still undecided is `recorded` with its interval and the reason, never an error.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,15 +43,18 @@ double step_flops(const WorkloadSize& s);
 // The block in fp32 on `device`, initialised from `seed`, with one fixed batch.
 AmpWorkload make_workload(const WorkloadSize& s, const c10::Device& device, uint64_t seed);
 
-// The CPU flags that decide whether a lower-precision dtype is accelerated (read from
-// /proc/cpuinfo: amx_bf16, amx_tile, amx_fp16, avx512_bf16, avx512_fp16, avx512f).
+// The CPU flags that name a lower-precision path (read from /proc/cpuinfo: amx_bf16, amx_tile,
+// amx_fp16, avx512_bf16, avx512_fp16, avx512f): recorded beside the figures, never a bar.
 std::vector<std::string> cpu_precision_flags();
 
-// Judges (or records) the "throughput" and "amp_procedure_speed" promises for `dtype` into `out`.
-// Returns "" when decided (or nothing to decide), else the "too noisy to judge" text with figures.
-// `speedup_bar` > 0 replaces the bar read from the hardware (a test judging the speed-up promise
-// on a machine where it is only recorded).
-std::string throughput(const CheckContext& ctx, AmpProbe& recipe, c10::ScalarType dtype, Findings& out,
-                       double speedup_bar = 0.0);
+// The block's own matmuls (forward, input and weight gradients, attention's batched products) on
+// operands already in `dtype`: the work whose fp32 / dtype time ratio is the ceiling.
+std::function<double()> matmuls_of(const WorkloadSize& s, const c10::Device& device, c10::ScalarType dtype,
+                                   uint64_t seed);
+
+// Judges (or records) the "throughput" and "amp_procedure_speed" promises for `dtype` into `out`:
+// `recipe` has mixed precision on in `dtype`, `recipe_fp32` is the same recipe in fp32.
+void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32, c10::ScalarType dtype,
+                Findings& out);
 
 }  // namespace tc::amp

@@ -44,6 +44,8 @@ namespace {
 
 // The seeds' bar: the device waits on data for at most 5% of its step time.
 constexpr double kMaxWaitFraction = 0.05;
+// The most of that bar the loader's hand-over of a ready batch may take (the step is lengthened).
+constexpr double kHandoverShareOfBar = 0.25;
 // Batch cost / step time. 1.2: one worker waits ~1 - 1/1.2 = 17% of the time (far above 5%);
 // two workers need 0.5 core in all (kCpuShare), which leaves room on a 2-core machine that is
 // also running other work.
@@ -147,7 +149,9 @@ Sizing size_augmentation(const CheckContext& ctx, LoaderProbe& probe) {
     // that cost nothing to make: ~0 for threads in this process (the reference), a few ms for a
     // Python DataLoader, whose workers are processes (each batch pickled, its tensors passed through
     // shared memory; 3 ms a batch measured on the 2-core machine). That cost is the loader's, not a
-    // starved device's: the simulated step is made long enough that it is at most half the bar.
+    // starved device's: the simulated step is made long enough that it is at most a quarter of the
+    // bar (kHandoverShareOfBar), so a loader that keeps up passes with a margin of 1.5x at least
+    // (at half the bar, the Python reference's 2 workers measured 3.5% against 5%).
     LoaderProbeOptions o;
     o.warmup_steps = kWarmupSteps;
     o.steps = 12;
@@ -157,7 +161,7 @@ Sizing size_augmentation(const CheckContext& ctx, LoaderProbe& probe) {
       const DataWaitStats st = probe.measure_data_wait(o);
       s.handover_s = std::min(s.handover_s, st.wait_s / static_cast<double>(std::max<int64_t>(1, st.steps)));
     }
-    s.step_s = std::max(std::chrono::duration<double>(kCpuStep).count(), s.handover_s / (0.5 * kMaxWaitFraction));
+    s.step_s = std::max(std::chrono::duration<double>(kCpuStep).count(), s.handover_s / (kHandoverShareOfBar * kMaxWaitFraction));
     s.device = SimulatedDevice(std::chrono::microseconds(std::llround(s.step_s * 1e6)));
   }
   const int64_t probe_rounds = 200;
@@ -291,7 +295,7 @@ void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Fin
                                    ? ", the step lengthened from " +
                                          std::to_string(std::chrono::milliseconds(kCpuStep).count()) +
                                          " ms so that the loader's " + fmt::sig(s.handover_s * 1e3, 3) +
-                                         " ms hand-over of a ready batch is at most half the bar"
+                                         " ms hand-over of a ready batch is at most a quarter of the bar"
                                    : std::string()) +
                               ")");
   }

@@ -4,7 +4,9 @@
 // save: half of what the backward recomputes, and 10% at least (peak_memory_lower). The peak over
 // forward + backward is reported too, not judged: with a single recomputed segment, as in the
 // reference model, the recomputation in backward brings the activations back, so only models with
-// several segments lower that peak.
+// several segments lower that peak. A recipe that does no activation checkpointing
+// (Run::does_activation_checkpointing() false: a model of its own with no checkpointed segment) is
+// skipped with that reason: a model that never claimed to recompute has nothing to save.
 #include <torch/torch.h>
 
 #include "harness/util/text_format.h"
@@ -27,6 +29,11 @@ Pass forward_backward(const CheckContext& ctx, bool recompute) {
   RunOptions opts = run_options(ctx, ctx.seed);
   opts.activation_checkpointing = recompute;
   std::unique_ptr<Run> run = fresh_run(ctx, opts);
+  if (!run->does_activation_checkpointing()) {
+    throw SkipCell("precondition: '" + ctx.recipe + "' does no activation checkpointing (its model has no "
+                   "checkpointed segment: Run::does_activation_checkpointing() is false), so there is nothing to "
+                   "compare with plain backprop");
+  }
   const at::Tensor x = run->example_input(64);  // a batch that does not require grad, as data is
   torch::manual_seed(static_cast<uint64_t>(ctx.seed));  // the same dropout masks in both passes
   Pass p;

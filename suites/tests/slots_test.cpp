@@ -9,7 +9,6 @@
 //                         Adam, a resumable torch::optim::StepLR
 //   block_sampler         a sampler of its own: blocks of 4 consecutive samples in a shuffled order
 #include <cmath>
-#include <numbers>
 #include <set>
 #include <tuple>
 
@@ -240,7 +239,7 @@ TEST(Slots, WarmupCosineSetsEveryStepsRateAndResumesFromItsCount) {
   EXPECT_DOUBLE_EQ(lrs[0], base / 3);
   EXPECT_DOUBLE_EQ(lrs[2], base);
   const double progress = (9.0 - 3.0) / static_cast<double>(total - 3);
-  EXPECT_NEAR(lrs[9], base * (0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * progress))), 1e-15);
+  EXPECT_NEAR(lrs[9], base * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))), 1e-15);
   for (int i = 4; i < 10; ++i) EXPECT_LT(lrs[i], lrs[i - 1]) << "step " << i;
 
   const std::string path = testing::TempDir() + "/slots_warmup_cosine.pt";
