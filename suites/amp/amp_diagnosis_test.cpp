@@ -97,25 +97,14 @@ TEST(AmpFingerprint, TheMixedPrecisionRunIsFingerprintedTheSameTwice) {
 }
 
 // --- parity on models other than the reference's -----------------------------------------------
-// The tolerance is 8 max(u, s), s the recipe's own model's change when its parameters are rounded to
-// the dtype once (check.cpp): correct models whose reductions cancel more than the reference CNN's
-// must pass, and the parity variants (manual_half, clip_before_unscale) stay caught in their
-// conformance cells.
+// The tolerance is r u + 2 s from the recipe's own step (check.cpp: r its roundings, 2 per
+// matmul-class call, s its model's change when its weights are rounded once): correct models with
+// more layers than the reference CNN must pass (at 8u for every model, both below failed), and the
+// parity variant clip_before_unscale stays caught in its conformance cell.
 
 at::Tensor sequential_forward(const std::shared_ptr<torch::nn::Module>& m, const at::Tensor& x) {
   return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(m)->forward(x);
 }
-
-// Correct, written differently: a 768-64-4 MLP on the flattened 3x16x16 images, ReLU, SGD.
-class FlatMlp : public ref::ReferenceRun {
- protected:
-  std::shared_ptr<torch::nn::Module> make_model() override {
-    namespace nn = torch::nn;
-    const int64_t in = 3 * config_.data.image_size * config_.data.image_size;
-    return nn::Sequential(nn::Flatten(), nn::Linear(in, 64), nn::ReLU(), nn::Linear(64, config_.data.classes)).ptr();
-  }
-  at::Tensor model_forward(const at::Tensor& x) override { return sequential_forward(module_, x); }
-};
 
 // Correct, written differently: the MNIST example's net (conv 3->10->20 with 5x5 kernels, max-pool,
 // Dropout2d, fc 320 -> 50 -> classes with dropout), padded so that 16x16 images give its 320 features.
@@ -135,7 +124,7 @@ class MnistStyleNet : public ref::ReferenceRun {
 
 TEST(AmpParity, ModelsOtherThanTheReferencesAreHeldToTheirOwnRoundingSensitivity) {
   for (const auto& [name, make] : std::vector<std::pair<std::string, RunFactory>>{
-           {"flat_mlp_768_64", [] { return std::unique_ptr<tc::Run>(new FlatMlp()); }},
+           {"flat_mlp_768_64", [] { return std::unique_ptr<tc::Run>(new testing_recipes::FlatMlp<64>()); }},
            {"mnist_style_net", [] { return std::unique_ptr<tc::Run>(new MnistStyleNet()); }}}) {
     const Cell c = run_one("amp", name, make);
     std::cout << c.evidence << "\n";

@@ -14,10 +14,31 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
+
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "reference/reference_run.h"
 
 namespace tc::testing_recipes {
+
+// Correct, written differently: a model of make_model(), Flatten -> Linear(3 S S, Hidden) -> ReLU ->
+// Linear(Hidden, classes) on the reference's 3 x S x S images, no checkpointed segment.
+template <int64_t Hidden>
+class FlatMlp : public ref::ReferenceRun {
+ protected:
+  std::shared_ptr<torch::nn::Module> make_model() override {
+    namespace nn = torch::nn;
+    const int64_t in = 3 * config_.data.image_size * config_.data.image_size;
+    return nn::Sequential(nn::Flatten(), nn::Linear(in, Hidden), nn::ReLU(), nn::Linear(Hidden, config_.data.classes))
+        .ptr();
+  }
+  at::Tensor model_forward(const at::Tensor& x) override {
+    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)->forward(x);
+  }
+};
 
 inline std::vector<RecipeInfo>& all() {
   static std::vector<RecipeInfo> recipes;

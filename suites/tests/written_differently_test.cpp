@@ -359,20 +359,8 @@ TEST(WrittenDifferently, FrozenStemAndDictCheckpointOnTheOtherChecks) {
 
 // A model of the recipe's own (make_model) with no checkpointed segment: grad_checkpointing has
 // nothing to compare and skips it, naming the precondition, instead of failing it for "0 saved".
-class OwnMlpWithoutCheckpointing : public ref::ReferenceRun {
- protected:
-  std::shared_ptr<torch::nn::Module> make_model() override {
-    namespace nn = torch::nn;
-    const int64_t in = 3 * config_.data.image_size * config_.data.image_size;
-    return nn::Sequential(nn::Flatten(), nn::Linear(in, 32), nn::ReLU(), nn::Linear(32, config_.data.classes)).ptr();
-  }
-  at::Tensor model_forward(const at::Tensor& x) override {
-    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)->forward(x);
-  }
-};
-
 TEST(Preconditions, AModelThatDoesNoActivationCheckpointingIsSkippedNotFailed) {
-  const Cell c = run_one("grad_checkpointing", "own_mlp_without_checkpointing", make<OwnMlpWithoutCheckpointing>());
+  const Cell c = run_one("grad_checkpointing", "own_mlp_without_checkpointing", make<testing_recipes::FlatMlp<32>>());
   EXPECT_EQ(c.verdict, Verdict::kSkipped) << c.evidence;
   EXPECT_NE(c.evidence.find("does no activation checkpointing"), std::string::npos) << c.evidence;
 }
