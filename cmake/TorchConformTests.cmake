@@ -104,7 +104,7 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=17 Slots=44)
+tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56)
 
 # A variant that breaks nothing, run through the command line (tc_suite_tests run adds the tests'
 # recipes): `missed` in the matrix and exit 1.
@@ -129,7 +129,7 @@ target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc
 target_compile_definitions(tc_check_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)
-tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=23 AmpProcedureSpeed=47 AmpUnderflow=11 AmpParity=40
+tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=3 AmpProcedureSpeed=7 AmpUnderflow=3 AmpParity=6
                 AmpParityMisattribution=8 AmpFingerprint=7)
 
 # --- CLI: exit codes and messages ---------------------------------------------------------------

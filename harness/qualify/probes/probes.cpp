@@ -257,7 +257,14 @@ std::string cpu_identity() {
     if (!CPU_ISSET(c, &set)) continue;
     int e = c;
     while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) ++e;
-    out += (out.empty() ? "" : ",") + std::to_string(c) + (e > c ? "-" + std::to_string(e) : "");
+    // Appended piece by piece: GCC 12 warned (-Wstringop-overflow, a false positive) on the
+    // temporaries of one concatenated expression.
+    if (!out.empty()) out += ',';
+    out += std::to_string(c);
+    if (e > c) {
+      out += '-';
+      out += std::to_string(e);
+    }
     c = e;
   }
   return "cores " + out + " of " + std::to_string(total);
