@@ -1,9 +1,16 @@
 #include "harness/runner.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <climits>
 
 #include "harness/cell_in_child.h"
+#include <ATen/Parallel.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/util/typeid.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 
 #include "harness/multi_process.h"
@@ -220,6 +227,48 @@ void judge_thrown(Cell& cell, const Registry& registry, const PlannedCell& plann
 
 }  // namespace
 
+// The process-wide state a recipe's code can change and every later cell would inherit (a recipe
+// runs in the judging process): the default dtype, grad mode, LibTorch's intra-op threads and the
+// working directory. Each cell starts from the state the run started with; a cell that left it
+// changed is told so in its own evidence, and the state is put back before the next cell.
+// (Generators are reseeded by every set-up; deterministic-algorithm flags are the recipe's set-up's
+// to choose, from RunOptions.)
+struct World {
+  caffe2::TypeMeta dtype = c10::get_default_dtype();
+  bool grad = c10::GradMode::is_enabled();
+  int threads = at::get_num_threads();
+  std::string cwd = current_directory();
+
+  static std::string current_directory() {
+    char buf[PATH_MAX];
+    return getcwd(buf, sizeof buf) != nullptr ? std::string(buf) : std::string();
+  }
+  // Puts `start` back; returns what differed from it ("" when nothing did).
+  static std::string restore(const World& start) {
+    const World now;
+    std::string changed;
+    auto note = [&changed](const std::string& what) { changed += (changed.empty() ? "" : "; ") + what; };
+    if (now.dtype != start.dtype) {
+      note("the default dtype (" + std::string(now.dtype.name()) + ", restored to " + std::string(start.dtype.name()) + ")");
+      c10::set_default_dtype(start.dtype);
+    }
+    if (now.grad != start.grad) {
+      note(std::string("grad mode (") + (now.grad ? "on" : "off") + ", restored to " + (start.grad ? "on" : "off") + ")");
+      c10::GradMode::set_enabled(start.grad);
+    }
+    if (now.threads != start.threads) {
+      note("LibTorch's intra-op threads (" + std::to_string(now.threads) + ", restored to " +
+           std::to_string(start.threads) + ")");
+      at::set_num_threads(start.threads);
+    }
+    if (!start.cwd.empty() && now.cwd != start.cwd) {
+      note("the working directory (" + now.cwd + ", restored to " + start.cwd + ")");
+      if (chdir(start.cwd.c_str()) != 0) changed += " (chdir back failed)";
+    }
+    return changed;
+  }
+};
+
 Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
   Cell cell;
   cell.check = planned.check->name;
@@ -240,6 +289,8 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     return cell;
   }
   const CheckContext ctx = context_for(cell, planned, plan);
+  static const World kRunStart;  // the state of the process when the first cell started
+  World::restore(kRunStart);
   const auto start = std::chrono::steady_clock::now();
   try {
     judge_returned(cell, planned,
@@ -269,6 +320,11 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
                     "recipe threw a non-standard exception";
   }
   cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string changed = World::restore(kRunStart);
+  if (!changed.empty()) {
+    cell.evidence += std::string(cell.evidence.empty() || cell.evidence.back() == '\n' ? "" : "\n") +
+                     "- the cell left the process changed (restored before the next cell): " + changed;
+  }
   return cell;
 }
 

@@ -1,3 +1,11 @@
+#include <unistd.h>
+
+#include <climits>
+
+#include <ATen/Parallel.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/util/typeid.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
 
@@ -245,6 +253,46 @@ TEST_F(RunnerTest, AVariantWithoutBreaksCaughtOnlyByATimingPromiseIsMissed) {
   EXPECT_EQ(by_time.verdict, Verdict::kMissed) << by_time.evidence;
   EXPECT_EQ(by_time.evidence.rfind("caught only by the timing promise(s) speed", 0), 0u) << by_time.evidence;
   EXPECT_EQ(only("exact", "no_breaks").verdict, Verdict::kOk);
+}
+
+// A recipe runs in the judging process: what its code leaves changed (default dtype, grad mode,
+// intra-op threads, working directory) is named in its own cell and put back before the next one,
+// whose code starts from the state the run started with.
+TEST_F(RunnerTest, ACellThatChangesTheProcessIsToldSoAndTheNextCellStartsClean) {
+  char buf[PATH_MAX];
+  ASSERT_NE(getcwd(buf, sizeof buf), nullptr);
+  const std::string cwd = buf;
+  const int threads = at::get_num_threads();
+  reg.add_check({"leaks", "p",
+                 [](const CheckContext&) {
+                   c10::set_default_dtype(caffe2::TypeMeta::Make<double>());
+                   c10::GradMode::set_enabled(false);
+                   at::set_num_threads(at::get_num_threads() + 1);
+                   if (chdir("/") != 0) throw std::runtime_error("chdir");
+                   return CheckResult::pass("held");
+                 },
+                 "t", 30});
+  std::string seen;
+  reg.add_check({"observes", "p",
+                 [&seen](const CheckContext&) {
+                   seen = std::string(c10::get_default_dtype().name()) + (c10::GradMode::is_enabled() ? " grad" : " nograd");
+                   return CheckResult::pass("held");
+                 },
+                 "t", 31});
+  const Cell leaked = only("leaks", "mine");
+  EXPECT_EQ(leaked.verdict, Verdict::kOk);
+  EXPECT_NE(leaked.evidence.find("the cell left the process changed"), std::string::npos) << leaked.evidence;
+  EXPECT_NE(leaked.evidence.find("the default dtype (double, restored to float)"), std::string::npos) << leaked.evidence;
+  EXPECT_NE(leaked.evidence.find("grad mode (off, restored to on)"), std::string::npos) << leaked.evidence;
+  EXPECT_NE(leaked.evidence.find("intra-op threads"), std::string::npos) << leaked.evidence;
+  EXPECT_NE(leaked.evidence.find("the working directory (/, restored to " + cwd + ")"), std::string::npos)
+      << leaked.evidence;
+  const Cell next = only("observes", "reference");
+  EXPECT_EQ(seen, "float grad");
+  EXPECT_EQ(next.evidence.find("left the process changed"), std::string::npos) << next.evidence;
+  EXPECT_EQ(at::get_num_threads(), threads);
+  ASSERT_NE(getcwd(buf, sizeof buf), nullptr);
+  EXPECT_EQ(std::string(buf), cwd);
 }
 
 // A check that skips a cell of a variant it must catch (a missing probe, a precondition) has not
