@@ -49,6 +49,7 @@
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -158,7 +159,7 @@ class GradientTap {
 };
 
 // "" when the recipe's update is linear in its gradients (SGD with momentum and weight decay: the
-// 8u bound carries from the gradients to the update), else the optimizer's name. Adaptive
+// parity bound carries from the gradients to the update), else the optimizer's name. Adaptive
 // optimizers normalise each element (Adam's m / sqrt(v)): an element whose gradient is near zero
 // moves by about lr whatever its rounding noise, so their update is no measure of precision; the
 // gradient the first compared step fed them is judged instead. No optimizer probe: the update.
@@ -194,13 +195,10 @@ AmpLeg amp_leg(Amp& a, int64_t steps, const std::string& start) {
     for (int64_t i = 0; i < steps; ++i) {
       auto before = a.probe->scaler_state();
       if (i == 0) tap.arm(before ? before->scale : 1.0);
-      if (i == 0) {
-        amp::MatmulDtypeObserver observed;
-        l.losses.push_back(a.run->train_step().loss);
-        l.matmul_calls = observed.result().total;
-      } else {
-        l.losses.push_back(a.run->train_step().loss);
-      }
+      std::optional<amp::MatmulDtypeObserver> observed;  // the first step's matmul-class calls
+      if (i == 0) observed.emplace();
+      l.losses.push_back(a.run->train_step().loss);
+      if (observed) l.matmul_calls = observed->result().total;
       if (i == 0) l.first_grad = tap.grad();
       auto after = a.probe->scaler_state();
       if (after) l.scales.push_back(after->scale);
