@@ -100,11 +100,12 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
   suites/init/correct_recipes_test.cpp
   suites/reproducibility/correct_recipes_test.cpp
   suites/distributed/correct_recipes_test.cpp
-  suites/tests/slots_test.cpp)
+  suites/tests/slots_test.cpp
+  suites/tests/hostile_test.cpp)
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56)
+tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56 Hostile=20)
 
 # A variant that breaks nothing, run through the command line (tc_suite_tests run adds the tests'
 # recipes): `missed` in the matrix and exit 1.
@@ -411,6 +412,11 @@ if(TC_PYTHON_BRIDGE_BUILT)
                    -DWORK=${TC_TEST_OUT}/python_recipe -DCHECKS=reproducibility,resume_equality,eval_mode
                    -P ${PROJECT_SOURCE_DIR}/cmake/python_example_test.cmake)
   set_tests_properties(example.python_recipe PROPERTIES LABELS example TIMEOUT 600 COST 60)
+  # Hostile Python recipes (exit 0, SIGKILL, abort, a hang, a changed process, NaN, zero steps, a
+  # frozen loss, wrong types, UTF-8, the run itself killed): the judge survives them (issue 45).
+  add_test(NAME python.hostile_recipes
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_hostile.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.hostile_recipes PROPERTIES LABELS resilience TIMEOUT 900 COST 150)
 endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------

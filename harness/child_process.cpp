@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/util/termination.h"
+
 extern char** environ;
 
 namespace tc::child {
@@ -60,7 +62,10 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 
 Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.kill_grace) {
   if (spec.argv.empty()) throw std::invalid_argument("nothing to launch");
-  const std::vector<std::string> env = environment_with(spec.env);
+  // A torchconform child dies with this process (harness/util/termination.h).
+  std::vector<std::pair<std::string, std::string>> extra = spec.env;
+  extra.emplace_back("TORCHCONFORM_PARENT_PID", std::to_string(getpid()));
+  const std::vector<std::string> env = environment_with(extra);
   std::vector<char*> args = pointers(spec.argv), envp = pointers(env);
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
@@ -81,6 +86,7 @@ Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.ki
   posix_spawnattr_destroy(&attr);
   if (rc != 0) throw std::runtime_error("cannot start '" + spec.argv[0] + "': " + std::strerror(rc));
   pid_ = pid;
+  termination::register_group(pid_);
 }
 
 namespace {
@@ -108,6 +114,7 @@ int terminate_group(pid_t pid, std::chrono::milliseconds grace) {
 Process::~Process() {
   if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_, kill_grace_);
   if (reaped_ && !done_) kill(-pid_, SIGKILL);
+  if (pid_ > 0) termination::unregister_group(pid_);
 }
 
 bool Process::finished() {
@@ -124,8 +131,10 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (done_) return result_;
   if (reaped_) {
     kill(-pid_, SIGKILL);
+    termination::unregister_group(pid_);
     done_ = true;
     result_.exit_code = decode(reaped_status_);
+    result_.signal = WIFSIGNALED(reaped_status_) ? WTERMSIG(reaped_status_) : 0;
     return result_;
   }
   int status = 0;
@@ -140,8 +149,10 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   kill(-pid_, SIGKILL);  // stragglers of the group (workers torchrun left behind)
+  termination::unregister_group(pid_);
   done_ = true;
   result_.exit_code = decode(status);
+  result_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   result_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   return result_;
 }

@@ -25,6 +25,7 @@ struct Spec {
 
 struct Result {
   int exit_code = -1;      // the exit status, or 128 + signal
+  int signal = 0;          // the signal that ended it, 0 when it exited
   bool timed_out = false;  // killed (whole process group) at the deadline
   double wall_s = 0.0;
 };

@@ -5,9 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <map>
+#include <mutex>
+#include <optional>
 
 #include "harness/cell_in_child.h"
+#include "harness/contract/run.h"
+#include "harness/contract/sanity.h"
+#include "harness/recipe_process.h"
+#include "harness/util/breadcrumb.h"
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/typeid.h>
 #include <c10/core/GradMode.h>
@@ -227,23 +237,35 @@ void judge_thrown(Cell& cell, const Registry& registry, const PlannedCell& plann
 
 }  // namespace
 
-// The process-wide state a recipe's code can change and every later cell would inherit (a recipe
-// runs in the judging process): the default dtype, grad mode, LibTorch's intra-op threads and the
-// working directory. Each cell starts from the state the run started with; a cell that left it
-// changed is told so in its own evidence, and the state is put back before the next cell.
-// (Generators are reseeded by every set-up; deterministic-algorithm flags are the recipe's set-up's
-// to choose, from RunOptions.)
+// The process-wide state a recipe's code can change and every later cell would inherit (the cells
+// of one recipe share its process): the default dtype, grad mode, LibTorch's intra-op threads, the
+// working directory, the deterministic-algorithm flags and the CPU generator. Each cell starts from
+// the state the process started its first cell with. A cell that left the first four changed is
+// told so in its own evidence (a recipe is not asked to change them); the flags and the generator
+// are put back silently (RunOptions::deterministic asks the set-up to set the flags, and every
+// set-up seeds).
 struct World {
   caffe2::TypeMeta dtype = c10::get_default_dtype();
   bool grad = c10::GradMode::is_enabled();
   int threads = at::get_num_threads();
   std::string cwd = current_directory();
+  bool deterministic = at::globalContext().deterministicAlgorithms();
+  bool deterministic_warn_only = at::globalContext().deterministicAlgorithmsWarnOnly();
+  bool cudnn_deterministic = at::globalContext().deterministicCuDNN();
+  bool cudnn_benchmark = at::globalContext().benchmarkCuDNN();
+  at::Tensor cpu_generator = generator_state();
 
   static std::string current_directory() {
     char buf[PATH_MAX];
     return getcwd(buf, sizeof buf) != nullptr ? std::string(buf) : std::string();
   }
-  // Puts `start` back; returns what differed from it ("" when nothing did).
+  static at::Tensor generator_state() {
+    at::Generator g = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(g.mutex());
+    return g.get_state();
+  }
+  // Puts `start` back; returns what differed from it that a recipe is not asked to change ("" when
+  // nothing did).
   static std::string restore(const World& start) {
     const World now;
     std::string changed;
@@ -265,9 +287,44 @@ struct World {
       note("the working directory (" + now.cwd + ", restored to " + start.cwd + ")");
       if (chdir(start.cwd.c_str()) != 0) changed += " (chdir back failed)";
     }
+    at::globalContext().setDeterministicAlgorithms(start.deterministic, start.deterministic_warn_only);
+    at::globalContext().setDeterministicCuDNN(start.cudnn_deterministic);
+    at::globalContext().setBenchmarkCuDNN(start.cudnn_benchmark);
+    {
+      at::Generator g = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(g.mutex());
+      g.set_state(start.cpu_generator);
+    }
     return changed;
   }
 };
+
+// What sanity (harness/contract/sanity.h) finds wrong with the recipe's training on the cell's
+// device, "" when nothing: computed once per recipe and device in this process. A recipe that throws
+// here is left to the check, which meets the same error and reports it as the recipe failing.
+std::string sanity_problem(const PlannedCell& planned, const RunPlan& plan) {
+  static std::map<std::string, std::string> known;
+  const std::string key = planned.recipe->name + "\n" + planned.device.name;
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  RunOptions o;
+  o.device = c10::Device(planned.device.name);
+  o.seed = plan.seed;
+  o.deterministic = true;
+  o.quick = plan.quick;
+  std::string problem;
+  try {
+    problem = first_broken(training_sanity(planned.recipe->make, o));
+  } catch (...) {
+  }
+  known[key] = problem;
+  return problem;
+}
+
+bool runs_recipe_code(const PlannedCell& planned, const RunPlan& plan) {
+  if (!planned.device.available || !planned.check->unsupported.empty() || planned.check->multi_process()) return false;
+  const bool needs_absent_cuda = planned.recipe->is_variant() && planned.recipe->needs == "cuda" && !plan.cuda_present;
+  return !needs_absent_cuda;
+}
 
 Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
   Cell cell;
@@ -289,9 +346,25 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     return cell;
   }
   const CheckContext ctx = context_for(cell, planned, plan);
+  breadcrumb::set_cell(cell.check, cell.recipe);
   static const World kRunStart;  // the state of the process when the first cell started
   World::restore(kRunStart);
   const auto start = std::chrono::steady_clock::now();
+  // Sanity before judgement: no check compares runs whose loss is NaN, or that train nothing.
+  if (planned.check->sanity_precondition && plan.part.empty() && !plan.worker && !planned.check->multi_process()) {
+    breadcrumb::set_cell(cell.check + " (the sanity run before it)", cell.recipe);
+    const std::string problem = sanity_problem(planned, plan);
+    World::restore(kRunStart);
+    breadcrumb::set_cell(cell.check, cell.recipe);
+    if (!problem.empty()) {
+      cell.verdict = cell.expected == Expected::kFail ? Verdict::kError : Verdict::kSkipped;
+      cell.evidence = std::string(cell.expected == Expected::kFail ? "a variant this check must catch was skipped (not a catch): " : "") +
+                      "precondition: the recipe's training fails sanity (" + problem +
+                      "), so this check has nothing it can compare; the sanity cell names it";
+      cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      return cell;
+    }
+  }
   try {
     judge_returned(cell, planned,
                    planned.check->multi_process() && !plan.worker ? launch_multi_process_cell(planned, plan, ctx)
@@ -333,11 +406,50 @@ std::vector<Cell> run_cells(const Registry& registry, const RunPlan& plan,
   std::vector<PlannedCell> planned = plan_cells(registry, plan);
   std::vector<Cell> cells;
   cells.reserve(planned.size());
-  for (size_t i = 0; i < planned.size(); ++i) {
-    if (callbacks.on_start) callbacks.on_start(planned[i], i, planned.size());
-    cells.push_back(run_cell(registry, planned[i], plan));
-    if (callbacks.on_done) callbacks.on_done(cells.back(), i, planned.size());
+  if (!plan.isolate) {
+    for (size_t i = 0; i < planned.size(); ++i) {
+      if (callbacks.on_start) callbacks.on_start(planned[i], i, planned.size());
+      cells.push_back(run_cell(registry, planned[i], plan));
+      if (callbacks.on_done) callbacks.on_done(cells.back(), i, planned.size());
+    }
+    return cells;
   }
+  // Isolated: the cells of each (recipe, device) in a process of the recipe's own, in the order of
+  // the plan's first cell of each; the report keeps the plan's order.
+  std::vector<std::optional<Cell>> by_index(planned.size());
+  std::vector<bool> taken(planned.size(), false);
+  size_t done = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    if (taken[i]) continue;
+    if (!runs_recipe_code(planned[i], plan)) {
+      taken[i] = true;
+      if (callbacks.on_start) callbacks.on_start(planned[i], done, planned.size());
+      by_index[i] = run_cell(registry, planned[i], plan);
+      if (callbacks.on_done) callbacks.on_done(*by_index[i], done, planned.size());
+      ++done;
+      continue;
+    }
+    std::vector<size_t> members;
+    for (size_t j = i; j < planned.size(); ++j) {
+      if (!taken[j] && planned[j].recipe == planned[i].recipe && planned[j].device.name == planned[i].device.name &&
+          runs_recipe_code(planned[j], plan)) {
+        members.push_back(j);
+        taken[j] = true;
+      }
+    }
+    std::vector<PlannedCell> group;
+    for (size_t j : members) group.push_back(planned[j]);
+    size_t k = 0;
+    if (callbacks.on_start) callbacks.on_start(group.front(), done, planned.size());
+    run_group_in_recipe_process(registry, group, plan, [&](const Cell& c) {
+      by_index[members[k]] = c;
+      if (callbacks.on_done) callbacks.on_done(c, done, planned.size());
+      ++done;
+      ++k;
+      if (k < group.size() && callbacks.on_start) callbacks.on_start(group[k], done, planned.size());
+    });
+  }
+  for (std::optional<Cell>& c : by_index) cells.push_back(std::move(*c));
   return cells;
 }
 

@@ -36,6 +36,15 @@ struct RunPlan {
   std::string part;
   // The `run --python` specs loaded in this process (absolute files): CheckContext::python_specs.
   std::vector<std::string> python_specs;
+  // Each recipe's cells run in a process of their own (harness/recipe_process.h), this one judging
+  // and reporting: what `run` does unless --in-process (or it is itself such a process, a part or
+  // a torchrun worker).
+  bool isolate = false;
+  // A cell's deadline in its recipe's process, in seconds; 0: the check's own (CheckInfo::timeout_s).
+  int cell_timeout_s = 0;
+  // Not empty: this process is a recipe's process (`run --cell-stream FILE`): each finished cell is
+  // appended to FILE as one JSON line, for the process that started it.
+  std::string cell_stream;
 };
 
 struct PlannedCell {
@@ -49,6 +58,11 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
 
 // Runs one planned cell: never throws; the cell's verdict says what happened.
 Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan);
+
+// Whether the cell runs a recipe's code in this process when not isolated (a cell skipped for its
+// device, an unsupported check, and a multi-process check's launch, already in torchrun's processes,
+// do not).
+bool runs_recipe_code(const PlannedCell& planned, const RunPlan& plan);
 
 struct RunCallbacks {
   std::function<void(const PlannedCell&, size_t index, size_t total)> on_start;

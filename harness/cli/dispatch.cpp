@@ -6,10 +6,15 @@
 
 #include "harness/cli.h"
 #include "harness/cli/common.h"
+#include "harness/util/termination.h"
 
 namespace tc {
 
 int cli_main(int argc, char** argv) {
+  // Stopped, this process takes its children and scratch directories with it; started by another
+  // torchconform process, it dies with that one (harness/util/termination.h).
+  termination::adopt_parent_death();
+  termination::install_termination_cleanup();
   CLI::App app{
       "torchconform: conformance and benchmark suite for PyTorch training practices.\n"
       "Every practice runs as a correct reference beside deliberately broken variants; a check\n"

@@ -1,6 +1,7 @@
 // `torchconform run`: the matrix check x recipe x device, a report (JSON, HTML) and the exit code
 // of the cells: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every
 // cell skipped, 2 bad usage or input.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -20,6 +21,9 @@
 #include "harness/multi_process.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
+#include "harness/util/breadcrumb.h"
+#include "harness/util/posix_fs.h"
+#include "harness/util/termination.h"
 
 namespace tc::cli {
 namespace {
@@ -36,6 +40,10 @@ struct RunArgs {
   bool no_distributed = false;
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
+  bool in_process = false;   // no recipe processes (a debugger's run)
+  int cell_timeout_s = 0;    // 0: each check's own Timeout
+  std::string cell_stream;   // a recipe's process: where its finished cells go (recipe_process.h)
+  std::string breadcrumb;    // a recipe's process: where it keeps its place (util/breadcrumb.h)
   std::string json_path = "reports/latest.json";
   std::string html_path = "reports/latest.html";
   double parse_memory_mb = 0.0;  // 0: TORCHCONFORM_PARSE_MEMORY_MB as it is (default 4096)
@@ -78,6 +86,12 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string>
   plan.work_dir = a.work_dir;
   plan.part = a.part;
   plan.python_specs = std::move(python_specs);
+  if (a.cell_timeout_s < 0) throw UsageError("--cell-timeout must be a number of seconds, 0 for each check's own");
+  plan.cell_timeout_s = a.cell_timeout_s;
+  plan.cell_stream = a.cell_stream;
+  // The judging process runs no recipe code: each recipe's cells go to a process of their own,
+  // except in a process that is already one (a recipe's, a part's, a torchrun rank) or on request.
+  plan.isolate = !a.in_process && a.cell_stream.empty() && a.part.empty() && !plan.worker && !plan.executable.empty();
   if (!plan.part.empty() && (plan.checks.size() != 1 || plan.recipes.size() != 1)) {
     throw UsageError("--part runs a part of one cell: give one --check and one --recipe");
   }
@@ -113,6 +127,29 @@ std::vector<Cell> run_with_progress(const Registry& reg, const RunPlan& plan) {
   return run_cells(reg, plan, cb);
 }
 
+// A recipe's process (`--cell-stream FILE`): each finished cell as one JSON line, written at once
+// (the process that judges reads them as they come, and after this process ends however it ends).
+std::vector<Cell> run_as_recipe_process(const Registry& reg, const RunPlan& plan, const std::string& breadcrumb_file) {
+  if (!breadcrumb_file.empty()) breadcrumb::open(breadcrumb_file);
+  // The stream's directory is the starting process's scratch for this one: stopped by a signal (its
+  // parent killed, SIGKILL included: harness/util/termination.h), this process removes it, which
+  // the parent can no longer do.
+  termination::register_directory(posix_fs::dir_name(plan.cell_stream).c_str());
+  const int fd = ::open(plan.cell_stream.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) throw UsageError("cannot open --cell-stream " + plan.cell_stream);
+  RunCallbacks cb;
+  cb.on_done = [&](const Cell& c, size_t i, size_t n) {
+    print_cell_line(std::cerr, c, i, n);
+    const std::string line = cell_to_json(c).dump() + "\n";
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw std::runtime_error("cannot write the cell to " + plan.cell_stream);
+    }
+  };
+  std::vector<Cell> cells = run_cells(reg, plan, cb);
+  ::close(fd);
+  return cells;
+}
+
 // --parse-memory-mb / --parse-seconds: the limits under which a checkpoint file is first parsed in
 // a child process (reference/bounded_parse.h reads them from the environment, as do the processes
 // a check starts).
@@ -142,8 +179,13 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     // Their cells are rank 0's to judge (they may read as skipped here): 0 unless one broke.
     return exit_code_for(report.cells) == 1 ? 1 : 0;
   }
+  if (!plan.cell_stream.empty()) {
+    run_as_recipe_process(reg, plan, a.breadcrumb);
+    return 0;  // the process that started it judges the cells
+  }
   std::cerr << "torchconform: " << plan_cells(reg, plan).size() << " cells (" << plan.devices.size()
-            << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "") << '\n';
+            << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "")
+            << (plan.isolate ? ", each recipe in a process of its own" : ", in this process") << '\n';
   report.cells = run_with_progress(reg, plan);
   report.run["ended_at"] = utc_now();
   print_summary(std::cout, report.cells);
@@ -175,6 +217,13 @@ Command add_run(CLI::App& app, int argc, char** argv) {
                   "Memory a checkpoint's first parse may take, in MiB (default 4096): LibTorch's reader meets a "
                   "file first in a child process under this and --parse-seconds; a file over either is refused");
   run->add_option("--parse-seconds", a->parse_seconds, "Time a checkpoint's first parse may take (default 60)");
+  run->add_option("--cell-timeout", a->cell_timeout_s,
+                  "A cell's deadline in seconds (default 0: each check's own, 900 s unless it says more); a cell "
+                  "not finished by then is killed and is `error`, naming where the recipe was");
+  run->add_flag("--in-process", a->in_process,
+                "Run the recipes' code in this process (for a debugger): a recipe that exits, crashes or hangs "
+                "then ends or stalls the run, and no cell has a deadline. By default each recipe runs in a "
+                "process of its own and this one judges (docs/security.md)");
   run->add_option("--json", a->json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", a->html_path, "Report HTML path ('' to skip)")->capture_default_str();
   // Internal: what the runner passes to the processes it starts (hidden from --help).
@@ -183,6 +232,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
       ->group("");
   run->add_option("--part", a->part, "Run only this part of the one cell given (a check's fresh process)")
       ->group("");
+  run->add_option("--cell-stream", a->cell_stream, "A recipe's process: append each finished cell to this file")
+      ->group("");
+  run->add_option("--breadcrumb", a->breadcrumb, "A recipe's process: keep its place in this file")->group("");
   run->footer(
       "Environment: TORCHCONFORM_THREADS=N sets LibTorch's intra-op threads for the whole run (every cell and "
       "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "

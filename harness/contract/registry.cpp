@@ -135,6 +135,11 @@ CheckBuilder* CheckBuilder::Timeout(int seconds) {
   info().timeout_s = seconds;
   return this;
 }
+CheckBuilder* CheckBuilder::NoSanityPrecondition() {
+  info().sanity_precondition = false;
+  return this;
+}
+
 CheckBuilder* CheckBuilder::CorrectRecipesOnly() {
   info().covers_variants = false;
   return this;

@@ -141,6 +141,9 @@ struct CheckInfo {
   // when the cell cannot run (e.g. the recipe lacks the probe), so nothing is launched for it.
   std::function<void(const CheckContext&)> preflight;
   std::vector<ThrownDetection> detects_by_throwing;  // errors that are its detection (see above)
+  // The runner skips its cell when the recipe's training fails sanity (harness/contract/sanity.h):
+  // every check but the one that judges sanity itself.
+  bool sanity_precondition = true;
 
   bool multi_process() const { return ranks > 0; }
 };
@@ -222,6 +225,8 @@ class CheckBuilder {
   // An error whose message contains `message_contains` is this check catching a targeted variant
   // by breaking `promise` (see ThrownDetection).
   CheckBuilder* DetectsByThrowing(const std::string& promise, const std::string& message_contains);
+  // Its cells run whatever sanity finds (the check judging sanity itself; see CheckInfo).
+  CheckBuilder* NoSanityPrecondition();
 
  private:
   CheckInfo& info();

@@ -4,6 +4,7 @@
 
 #include "harness/contract/registry.h"
 #include "harness/util/posix_fs.h"
+#include "harness/util/termination.h"
 
 namespace tc {
 
@@ -13,8 +14,12 @@ Scratch::Scratch(const std::string& prefix) {
   } catch (const std::exception& e) {
     throw HarnessError(e.what());
   }
+  termination::register_directory(path_.c_str());  // removed too when the process is stopped
 }
 
-Scratch::~Scratch() { posix_fs::remove_tree(path_); }
+Scratch::~Scratch() {
+  posix_fs::remove_tree(path_);
+  termination::unregister_directory(path_.c_str());
+}
 
 }  // namespace tc

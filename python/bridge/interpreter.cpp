@@ -93,8 +93,11 @@ Venv find_venv() {
 // Run in the fresh interpreter: the paths in front of sys.path (interpreter.h says which, in which
 // order) and the interpreter spawned DataLoader workers start (this process is not a Python).
 constexpr const char* kSetup = R"PY(
-import multiprocessing, os, site, sys
+import faulthandler, multiprocessing, os, site, sys
 def _tc_setup(package_dir, site_packages, python):
+    # A recipe that crashes the process (a segfault in an extension, abort()) leaves its Python
+    # stack in the output, which the judging process quotes (harness/recipe_process.h).
+    faulthandler.enable()
     before = list(sys.path)
     site.addsitedir(site_packages)
     added = [p for p in sys.path if p not in before]
@@ -107,6 +110,16 @@ def _tc_setup(package_dir, site_packages, python):
 InterpreterInfo g_info;
 
 void start() {
+  // UTF-8 whatever the locale (CI's is often C/POSIX, whose encoding is ASCII): a recipe printing
+  // "✓", opening a UTF-8 file without an encoding, or living in a folder named in UTF-8 works as under
+  // `python3` in a UTF-8 terminal (PEP 540's UTF-8 mode).
+  PyPreConfig preconfig;
+  PyPreConfig_InitIsolatedConfig(&preconfig);
+  preconfig.utf8_mode = 1;
+  if (PyStatus pre = Py_PreInitialize(&preconfig); PyStatus_Exception(pre)) {
+    throw std::runtime_error(std::string("cannot start the embedded Python: ") +
+                             (pre.err_msg != nullptr ? pre.err_msg : "unknown error"));
+  }
   PyConfig config;
   PyConfig_InitIsolatedConfig(&config);
   config.install_signal_handlers = 0;

@@ -1,8 +1,10 @@
 #include "python/bridge/python_run.h"
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "harness/contract/costly_augment.h"
+#include "harness/util/breadcrumb.h"
 #include "python/bridge/interpreter.h"
 
 namespace py = pybind11;
@@ -12,13 +14,50 @@ namespace {
 
 std::string type_name(const py::handle& o) { return py::str(py::type::handle_of(o).attr("__qualname__")); }
 
-// A field of a returned record: `fallback` where the object has no such attribute (a record
-// written by hand may leave the optional ones out).
 template <class T>
-T field(const py::handle& record, const char* name, T fallback) {
-  if (!py::hasattr(record, name)) return fallback;
-  return record.attr(name).cast<T>();
+const char* python_type() {
+  if constexpr (std::is_same_v<T, bool>) return "a bool";
+  else if constexpr (std::is_integral_v<T>) return "an int";
+  else if constexpr (std::is_floating_point_v<T>) return "a float (or a one-element tensor)";
+  else if constexpr (std::is_same_v<T, std::string>) return "a str";
+  else return "another type";
 }
+
+// `value` as T, or an error in the recipe's terms: what returned it, the Python type it has, the
+// one expected ("Tiny.train_step() returned a StepRecord whose loss is str ('0.7'): a float (or a
+// one-element tensor) is expected").
+template <class T>
+T as(const py::handle& value, const std::string& what) {
+  try {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (THPVariable_Check(value.ptr())) return value.attr("item")().cast<T>();
+    }
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    std::string shown = py::repr(value);
+    if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+    throw std::runtime_error(what + " is " + type_name(value) + " (" + shown + "): " + python_type<T>() + " is expected");
+  } catch (py::error_already_set& e) {
+    throw std::runtime_error(what + " cannot be read as " + python_type<T>() + ": " + describe_python_error(e));
+  }
+}
+
+// A field of a returned record: `fallback` where the object has no such attribute (a record
+// written by hand may leave the optional ones out). `what` names the record ("Tiny.train_step()
+// returned a StepRecord whose").
+template <class T>
+T field(const py::handle& record, const char* name, T fallback, const std::string& what) {
+  if (!py::hasattr(record, name)) return fallback;
+  return as<T>(record.attr(name), what + " " + name);
+}
+
+// The recipe method running, for the judging process (harness/util/breadcrumb.h).
+struct InMethod {
+  explicit InMethod(const char* name) { breadcrumb::enter(name); }
+  ~InMethod() { breadcrumb::leave(); }
+  InMethod(const InMethod&) = delete;
+  InMethod& operator=(const InMethod&) = delete;
+};
 
 InitSpec::Kind init_kind(const std::string& kind) {
   if (kind == "normal") return InitSpec::Kind::kNormal;
@@ -44,12 +83,19 @@ at::Tensor tensor_from_python(const py::handle& o, const std::string& what) {
 
 NamedTensors named_tensors_from_python(const py::handle& o, const std::string& what) {
   // A mapping (dict(model.named_parameters())) or any iterable of (name, tensor) pairs.
+  if (!py::hasattr(o, "items") && !py::hasattr(o, "__iter__")) {
+    throw std::runtime_error(what + " returned " + type_name(o) + ": a dict of name -> tensor (or (name, tensor) pairs) is expected");
+  }
   py::object items = py::hasattr(o, "items") ? o.attr("items")() : py::reinterpret_borrow<py::object>(o);
   NamedTensors out;
   for (const py::handle item : py::iter(items)) {
-    const py::tuple pair = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+    if (!py::isinstance<py::tuple>(item) && !py::isinstance<py::list>(item)) {
+      throw std::runtime_error(what + " returned an item of type " + type_name(item) + ": (name, tensor) pairs are expected");
+    }
+    const py::sequence pair = py::reinterpret_borrow<py::sequence>(item);
     if (pair.size() != 2) throw std::runtime_error(what + " returned an item that is not a (name, tensor) pair");
-    out.emplace_back(pair[0].cast<std::string>(), tensor_from_python(pair[1], what + "['" + pair[0].cast<std::string>() + "']"));
+    const std::string name = as<std::string>(pair[0], what + " returned a name that");
+    out.emplace_back(name, tensor_from_python(pair[1], what + "['" + name + "']"));
   }
   return out;
 }
@@ -70,20 +116,27 @@ PythonRun::~PythonRun() {
 
 template <class Invoke>
 auto PythonRun::call(const char* name, Invoke invoke) const {
+  const InMethod in(name);
   py::gil_scoped_acquire gil;
   try {
     return invoke(instance_.attr(name));
   } catch (py::error_already_set& e) {
     rethrow_python_error(e, std::string(name) + "()");
   } catch (const py::cast_error& e) {
-    throw std::runtime_error(std::string(name) + "() returned a value of the wrong type: " + e.what());
+    throw std::runtime_error(method(name) + " returned a value of the wrong type: " + e.what());
   }
+}
+
+std::string PythonRun::method(const char* name) const {
+  py::gil_scoped_acquire gil;
+  return type_name(instance_) + "." + name + "()";
 }
 
 template <class Absent, class Invoke>
 auto PythonRun::probe(const char* name, Absent absent, Invoke invoke) const {
   if (probes_.count(name) == 0) return absent();
   {
+    const InMethod in(name);
     py::gil_scoped_acquire gil;
     try {
       return invoke(instance_.attr(name));
@@ -91,7 +144,7 @@ auto PythonRun::probe(const char* name, Absent absent, Invoke invoke) const {
       // An override that raises NotImplementedError declines, the same as not overriding it.
       if (!e.matches(PyExc_NotImplementedError)) rethrow_python_error(e, std::string(name) + "()");
     } catch (const py::cast_error& e) {
-      throw std::runtime_error(std::string(name) + "() returned a value of the wrong type: " + e.what());
+      throw std::runtime_error(method(name) + " returned a value of the wrong type: " + e.what());
     }
   }
   return absent();  // outside the GIL: tc::Run's default throws ProbeNotProvided
@@ -110,27 +163,30 @@ void PythonRun::setup(const RunOptions& options) {
 }
 
 StepRecord PythonRun::train_step() {
-  return call("train_step", [](const py::object& f) {
+  return call("train_step", [this](const py::object& f) {
     const py::object r = f();
+    const std::string what = type_name(instance_) + ".train_step() returned a " + type_name(r) + " whose";
     if (!py::hasattr(r, "loss")) {
-      throw std::runtime_error("train_step() returned " + type_name(r) + ", not a torchconform.StepRecord (no 'loss')");
+      throw std::runtime_error(type_name(instance_) + ".train_step() returned " + type_name(r) +
+                               ", not a torchconform.StepRecord (no 'loss')");
     }
     StepRecord s;
-    s.step = field<int64_t>(r, "step", s.step);
-    s.epoch = field<int64_t>(r, "epoch", s.epoch);
-    s.loss = r.attr("loss").cast<double>();
-    s.lr = field<double>(r, "lr", s.lr);
-    s.training_mode = field<bool>(r, "training_mode", s.training_mode);
+    s.step = field<int64_t>(r, "step", s.step, what);
+    s.epoch = field<int64_t>(r, "epoch", s.epoch, what);
+    s.loss = as<double>(r.attr("loss"), what + " loss");
+    s.lr = field<double>(r, "lr", s.lr, what);
+    s.training_mode = field<bool>(r, "training_mode", s.training_mode, what);
     return s;
   });
 }
 
 EvalResult PythonRun::evaluate() {
-  return call("evaluate", [](const py::object& f) {
+  return call("evaluate", [this](const py::object& f) {
     const py::object r = f();
+    const std::string what = type_name(instance_) + ".evaluate() returned a " + type_name(r) + " whose";
     EvalResult e;
-    e.loss = field<double>(r, "loss", e.loss);
-    e.accuracy = field<double>(r, "accuracy", e.accuracy);
+    e.loss = field<double>(r, "loss", e.loss, what);
+    e.accuracy = field<double>(r, "accuracy", e.accuracy, what);
     if (py::hasattr(r, "logits") && !r.attr("logits").is_none()) {
       e.logits = tensor_from_python(r.attr("logits"), "evaluate().logits");
     }
@@ -153,19 +209,27 @@ void PythonRun::load_checkpoint(const std::string& path) {
 }
 
 int64_t PythonRun::steps_per_epoch() const {
-  return call("steps_per_epoch", [](const py::object& f) { return f().cast<int64_t>(); });
+  return call("steps_per_epoch", [this](const py::object& f) {
+    return as<int64_t>(f(), type_name(instance_) + ".steps_per_epoch()'s value");
+  });
 }
 
 NamedTensors PythonRun::parameters() const {
-  return call("parameters", [](const py::object& f) { return named_tensors_from_python(f(), "parameters()"); });
+  return call("parameters", [this](const py::object& f) {
+    return named_tensors_from_python(f(), type_name(instance_) + ".parameters()");
+  });
 }
 
 NamedTensors PythonRun::buffers() const {
-  return call("buffers", [](const py::object& f) { return named_tensors_from_python(f(), "buffers()"); });
+  return call("buffers", [this](const py::object& f) {
+    return named_tensors_from_python(f(), type_name(instance_) + ".buffers()");
+  });
 }
 
 NamedTensors PythonRun::optimizer_state() const {
-  return call("optimizer_state", [](const py::object& f) { return named_tensors_from_python(f(), "optimizer_state()"); });
+  return call("optimizer_state", [this](const py::object& f) {
+    return named_tensors_from_python(f(), type_name(instance_) + ".optimizer_state()");
+  });
 }
 
 at::Tensor PythonRun::example_input(int64_t batch) const {
@@ -199,7 +263,8 @@ at::Tensor PythonRun::training_loss(const at::Tensor& output, const at::Tensor& 
 }
 
 double PythonRun::clip_norm() const {
-  return probe("clip_norm", [&] { return Run::clip_norm(); }, [](const py::object& f) { return f().cast<double>(); });
+  return probe("clip_norm", [&] { return Run::clip_norm(); },
+               [this](const py::object& f) { return as<double>(f(), type_name(instance_) + ".clip_norm()'s value"); });
 }
 
 std::vector<InitSpec> PythonRun::declared_init() const {
@@ -208,11 +273,12 @@ std::vector<InitSpec> PythonRun::declared_init() const {
     for (const py::handle s : py::iter(f())) {
       InitSpec spec;
       spec.parameter = s.attr("parameter").cast<std::string>();
-      spec.kind = init_kind(field<std::string>(s, "kind", "constant"));
-      spec.a = field<double>(s, "a", spec.a);
-      spec.b = field<double>(s, "b", spec.b);
-      spec.low = field<double>(s, "low", spec.low);
-      spec.high = field<double>(s, "high", spec.high);
+      const std::string what = "declared_init() returned an InitSpec whose";
+      spec.kind = init_kind(field<std::string>(s, "kind", "constant", what));
+      spec.a = field<double>(s, "a", spec.a, what);
+      spec.b = field<double>(s, "b", spec.b, what);
+      spec.low = field<double>(s, "low", spec.low, what);
+      spec.high = field<double>(s, "high", spec.high, what);
       out.push_back(spec);
     }
     return out;

@@ -102,6 +102,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   // exception becomes the runtime_error above.
   template <class Invoke>
   auto call(const char* name, Invoke invoke) const;
+  // "ClassName.name()", for errors in the recipe's terms.
+  std::string method(const char* name) const;
   // The same for an optional probe; `absent` is tc::Run's default, run where the probe is missing.
   template <class Absent, class Invoke>
   auto probe(const char* name, Absent absent, Invoke invoke) const;

@@ -98,8 +98,41 @@ def load(spec: str) -> Tuple[type, str, str, str, int, str]:
         line = inspect.getsourcelines(cls)[1]
     except (OSError, TypeError):
         pass  # no source to point at: the file alone names the place
+    _check_declarations(cls, spec, path, line)
     absolute = f"{path}:{cls_name}" + (f"={name}" if name else "")
     return cls, name or recipe_name(cls), recipe_description(cls), path, line, absolute
+
+
+def _check_declarations(cls: type, spec: str, path: str, line: int) -> None:
+    """The class attributes the runner reads (torchconform.Run's), each of the type it needs: a
+    mistake is named with the class, the attribute and the type expected, not as a C++ cast."""
+    where = f"--python '{spec}': {cls.__qualname__} ({path}:{line})"
+
+    def strings(value) -> bool:
+        return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+
+    caught = getattr(cls, "must_be_caught_by", ())
+    if isinstance(caught, str):
+        raise SpecError(f"{where}: must_be_caught_by is the str {caught!r}: a tuple or list of check names is "
+                        f"expected, e.g. ({caught!r},) (a one-element tuple needs its comma)")
+    if not strings(caught):
+        raise SpecError(f"{where}: must_be_caught_by is {type(caught).__name__} {caught!r}: a tuple or list of "
+                        f"check names (str) is expected")
+    breaks = getattr(cls, "breaks", {})
+    if not isinstance(breaks, dict) or not all(isinstance(k, str) and strings(v) and not isinstance(v, str)
+                                               for k, v in breaks.items()):
+        raise SpecError(f"{where}: breaks is {type(breaks).__name__} {breaks!r}: a dict of check name -> tuple "
+                        f"or list of promise ids (str) is expected, e.g. {{'eval_mode': ('eval_bitwise',)}}")
+    needs = getattr(cls, "needs", None)
+    if needs is not None and not isinstance(needs, str):
+        raise SpecError(f"{where}: needs is {type(needs).__name__} {needs!r}: None or a str ('cuda') is expected")
+    control = getattr(cls, "control", False)
+    if not isinstance(control, bool):
+        raise SpecError(f"{where}: control is {type(control).__name__} {control!r}: a bool is expected")
+    for attr in ("name", "description"):
+        value = cls.__dict__.get(attr)
+        if value is not None and not isinstance(value, str):
+            raise SpecError(f"{where}: {attr} is {type(value).__name__} {value!r}: a str is expected")
 
 
 def expand(spec: str) -> List[str]:

@@ -3,12 +3,14 @@
 // bit-flipped files are rejected, never loaded as different state; a pickle naming a code-running
 // global is rejected without side effect; after every rejected load the model is as it was.
 #include <signal.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -182,10 +184,13 @@ void shift_state(Run& run) {
 
 // One save killed after `delay`: a child saves over and over, shifting its state between saves, and
 // says down a pipe, before each save, the digest of the state it saves ("D" + 16 hex digits) and
-// after it "S", until SIGKILL. Returns whether it was still saving when killed; `started` gets the
-// digests of the saves it began, `completed_saves` counts those it finished.
+// after it "S", until SIGKILL. The delay counts from the child's first "D" (its first save beginning),
+// not from the fork: a child's start-up (a Python recipe's fork, its first shift and digest) is no
+// part of the window. Returns whether it was still saving when killed; `started` gets the digests of
+// the saves it began, `completed_saves` counts those it finished, and `longest_save` grows to the
+// longest D-to-S time seen (the child's own save time, which the window is then taken from).
 bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds delay, int64_t& completed_saves,
-                   std::vector<std::string>& started) {
+                   std::vector<std::string>& started, std::chrono::microseconds& longest_save) {
   int fds[2];
   if (pipe(fds) != 0) throw HarnessError("pipe failed");
   pid_t pid = fork();
@@ -206,11 +211,38 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
     _exit(3);
   }
   close(fds[1]);
-  std::this_thread::sleep_for(delay);
+  using Clock = std::chrono::steady_clock;
+  std::string said;
+  std::optional<Clock::time_point> first_begin, save_begin;
+  Clock::time_point kill_at = Clock::now() + std::chrono::seconds(60);  // until the first "D" arrives
+  bool eof = false;
+  while (!eof && Clock::now() < kill_at) {
+    pollfd p{fds[0], POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count();
+    if (poll(&p, 1, static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(left, 50)))) <= 0) continue;
+    char buf[256];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) {
+      eof = true;
+      break;
+    }
+    const auto now = Clock::now();
+    for (ssize_t i = 0; i < n; ++i) {
+      if (buf[i] == 'D') {
+        save_begin = now;
+        if (!first_begin) {
+          first_begin = now;
+          kill_at = now + delay;
+        }
+      } else if (buf[i] == 'S' && save_begin) {
+        longest_save = std::max(longest_save, std::chrono::duration_cast<std::chrono::microseconds>(now - *save_begin));
+      }
+    }
+    said.append(buf, static_cast<size_t>(n));
+  }
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
-  std::string said;
   char buf[256];
   for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
   close(fds[0]);
@@ -238,14 +270,17 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
                            std::chrono::steady_clock::now() - t0).count();
   m["save_duration_us"] = save_us;
   std::mt19937 rng(static_cast<uint32_t>(ctx.seed));
-  std::uniform_int_distribution<int64_t> delay_us(0, 4 * save_us + 1000);
+  // The window: four of the longest saves seen, in this process or a saving child's (a child's may
+  // be slower: a Python recipe's first saves there), plus 1 ms; it grows as longer saves are seen.
+  std::chrono::microseconds longest_save(save_us);
   int loaded = 0, broken = 0, exited_early = 0;
   std::string first_error;
   int64_t completed_saves = 0;
   std::string in_file = state_digest(s.state);  // the state the file holds before each trial
   for (int t = 0; t < trials; ++t) {
     std::vector<std::string> started;
-    if (!kill_one_save(*s.run, s.path, std::chrono::microseconds(delay_us(rng)), completed_saves, started)) {
+    std::uniform_int_distribution<int64_t> delay_us(0, 4 * longest_save.count() + 1000);
+    if (!kill_one_save(*s.run, s.path, std::chrono::microseconds(delay_us(rng)), completed_saves, started, longest_save)) {
       ++exited_early;  // the saving child stopped before the kill
     }
     // The file must hold one whole state: the one it held, or one a save of this trial began with.
@@ -272,6 +307,7 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
   m["kill_trials_broken"] = broken;
   m["kill_trials_child_exited_early"] = exited_early;
   m["kill_trials_completed_saves"] = completed_saves;
+  m["longest_save_us"] = longest_save.count();
   if (completed_saves == 0 || exited_early > 0) {
     throw HarnessError("the saving child processes completed " + std::to_string(completed_saves) +
                        " saves and " + std::to_string(exited_early) +

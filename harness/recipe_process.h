@@ -1,0 +1,38 @@
+// A recipe's cells in a process of their own: the code under test (a user's recipe, C++ or Python)
+// runs apart from the process that judges it and writes the report, so nothing the recipe does
+// (exit with any status, crash, hang, change the process's state) forges a verdict or ends the run.
+//
+// The runner (isolated, the default of `run`) hands each (recipe, device) group of cells here. This
+// starts `<this program> run --recipe R --check c1,c2,... --device D --cell-stream F --breadcrumb B
+// ...` (the same plan, restricted), which appends each finished cell to F as a JSON line and keeps in
+// B where it is (harness/util/breadcrumb.h). It watches the child:
+//  - a cell that is not finished by its deadline (the check's Timeout, or `run --cell-timeout`) is
+//    `error` "killed after N s during <check>, in <method>": the process group is killed, and the
+//    recipe's cells after it are `error` too (not started again: a recipe that hangs once would
+//    hang each time, a deadline each);
+//  - a process that ends before its cells are finished (any exit status, a signal) leaves the cell
+//    it was in `error` "the recipe's process exited with status 0 during <check>, in <method>", with
+//    the end of its output; the cells after it run in a new process.
+// No torch here.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "harness/contract/record.h"
+#include "harness/runner.h"
+
+namespace tc {
+
+// Runs `group` (cells of one recipe on one device, in plan order) in a process of the recipe's own,
+// calling on_done for each cell as it is known. Never throws for what the child does.
+std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const std::vector<PlannedCell>& group,
+                                              const RunPlan& plan, const std::function<void(const Cell&)>& on_done);
+
+// The evidence of a cell the recipe's process did not finish (pure, for tests): `how` is what
+// ended it ("exited with status 0", "was killed by signal 11 (SIGSEGV)"), `where` the breadcrumb
+// ("" when none was written), `log_tail` the end of its output.
+std::string unfinished_cell_evidence(const std::string& how, const std::string& check, const std::string& where,
+                                     const std::string& log_tail);
+
+}  // namespace tc

@@ -1,0 +1,219 @@
+"""Hostile Python recipes (python/tests/hostile.py) through `torchconform run`, as a user runs them:
+each recipe's cells in a process of their own, the judging process writing the report and the exit
+code whatever the recipe does (issue 45). Standard library only (unittest):
+
+    python3 python/tests/test_hostile.py BUILD/torchconform
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOSTILE = os.path.join(HERE, "hostile.py")
+BINARY = None
+
+CLASSES = {  # recipe name -> class in hostile.py
+    "hostile_exit_zero": "ExitsZeroMidRun", "hostile_sigkill": "KillsItself", "hostile_abort": "Aborts",
+    "hostile_hang": "WaitsForever", "hostile_world": "ChangesTheProcess", "hostile_nan_loss": "NanLoss",
+    "hostile_blow_up": "BlowsUp", "hostile_no_steps": "NoSteps", "hostile_constant_loss": "ConstantLoss",
+    "hostile_wrong_types": "WrongTypes", "hostile_unicode": "PrintsUnicode",
+}
+
+
+def run(recipes, checks, out_dir, extra=(), hostile=HOSTILE, env=None):
+    report = os.path.join(out_dir, "report.json")
+    args = [BINARY, "run", "--device", "cpu", "--seed", "3", "--quick", "--json", report, "--html", "",
+            "--recipe", ",".join(recipes), "--check", ",".join(checks), *extra]
+    for r in recipes:
+        if r in CLASSES:
+            args += ["--python", f"{hostile}:{CLASSES[r]}"]
+    p = subprocess.run(args, capture_output=True, text=True, encoding="utf-8", env=env, timeout=1200)
+    cells = {}
+    if os.path.exists(report):
+        with open(report, encoding="utf-8") as f:
+            for c in json.load(f)["cells"]:
+                cells[(c["check"], c["recipe"])] = c
+    return p, cells
+
+
+class TheJudgeSurvivesTheJudged(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tc-hostile-")
+        # A report already there: the run replaces it (it never stays stale because a recipe exited).
+        with open(os.path.join(cls.tmp, "report.json"), "w") as f:
+            f.write('{"stale": true}')
+        cls.proc, cls.cells = run(
+            ["hostile_exit_zero", "hostile_sigkill", "hostile_abort", "hostile_hang", "hostile_world", "reference"],
+            ["eval_mode", "checkpoint_safety"], cls.tmp, extra=["--cell-timeout", "20"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def cell(self, check, recipe):
+        c = self.cells.get((check, recipe))
+        self.assertIsNotNone(c, f"no {check}/{recipe} cell; stderr:\n{self.proc.stderr[-3000:]}")
+        return c
+
+    def test_the_run_fails_and_writes_its_report(self):
+        self.assertEqual(self.proc.returncode, 1, self.proc.stderr[-3000:])
+        self.assertEqual(len(self.cells), 12)
+
+    def test_an_exit_with_status_0_is_an_error_naming_where(self):
+        c = self.cell("eval_mode", "hostile_exit_zero")
+        self.assertEqual(c["verdict"], "error")
+        self.assertIn("exited with status 0 during eval_mode", c["evidence"])
+        self.assertIn("in train_step, step 3 since setup", c["evidence"])
+
+    def test_a_signal_is_an_error_naming_it_and_the_method(self):
+        c = self.cell("eval_mode", "hostile_sigkill")
+        self.assertEqual(c["verdict"], "error")
+        self.assertIn("killed by signal 9 (SIGKILL) during eval_mode, in evaluate", c["evidence"])
+        c = self.cell("checkpoint_safety", "hostile_abort")
+        self.assertEqual(c["verdict"], "error")
+        self.assertIn("killed by signal 6 (SIGABRT) during checkpoint_safety, in save_checkpoint", c["evidence"])
+        # faulthandler: the recipe's own Python frame is in the quoted output.
+        self.assertIn("hostile.py", c["evidence"])
+
+    def test_a_hang_is_killed_at_the_deadline(self):
+        c = self.cell("eval_mode", "hostile_hang")
+        self.assertEqual(c["verdict"], "error")
+        self.assertIn("(the cell's deadline, 20 s: --cell-timeout) during eval_mode, in train_step, step 2",
+                      c["evidence"])
+        self.assertLess(c["duration_s"], 60)
+
+    def test_the_reference_beside_them_is_judged_ok(self):
+        for check in ("eval_mode", "checkpoint_safety"):
+            self.assertEqual(self.cell(check, "reference")["verdict"], "ok", self.cell(check, "reference")["evidence"])
+
+    def test_a_changed_process_is_told_in_its_own_cell_only(self):
+        c = self.cell("eval_mode", "hostile_world")
+        self.assertEqual(c["verdict"], "ok", c["evidence"])
+        for said in ("the default dtype (double, restored to float)", "grad mode (off, restored to on)",
+                     "LibTorch's intra-op threads (7, restored to", "the working directory (/, restored to"):
+            self.assertIn(said, c["evidence"])
+        self.assertNotIn("left the process changed", self.cell("eval_mode", "reference")["evidence"])
+
+
+class SanityBeforeJudgement(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="tc-hostile-")
+        cls.proc, cls.cells = run(["hostile_nan_loss", "hostile_blow_up", "hostile_no_steps", "hostile_constant_loss",
+                                   "reference"], ["sanity", "reproducibility", "eval_mode"], cls.tmp)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_sanity_fails_naming_the_problem(self):
+        said = {"hostile_nan_loss": "finite_loss", "hostile_blow_up": "finite_parameters",
+                "hostile_no_steps": "has_steps", "hostile_constant_loss": "loss_moves"}
+        for recipe, promise in said.items():
+            c = self.cells[("sanity", recipe)]
+            self.assertEqual(c["verdict"], "fail", f"{recipe}: {c['evidence']}")
+            broken = [p["id"] for p in c["metrics"]["promises"] if p["status"] == "broken"]
+            self.assertIn(promise, broken, recipe)
+        self.assertEqual(self.cells[("sanity", "reference")]["verdict"], "ok")
+
+    def test_no_other_check_compares_over_them(self):
+        for recipe in ("hostile_nan_loss", "hostile_blow_up", "hostile_no_steps", "hostile_constant_loss"):
+            for check in ("reproducibility", "eval_mode"):
+                c = self.cells[(check, recipe)]
+                self.assertEqual(c["verdict"], "skipped", f"{check}/{recipe}: {c['evidence']}")
+                self.assertIn("fails sanity", c["evidence"])
+                self.assertNotIn("bitwise equal", c["evidence"])
+        self.assertEqual(self.proc.returncode, 1)
+
+
+class ErrorsInTheUsersTerms(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="tc-hostile-ü-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_a_wrong_return_type_names_class_method_and_type(self):
+        _, cells = run(["hostile_wrong_types"], ["eval_mode"], self.tmp)
+        e = cells[("eval_mode", "hostile_wrong_types")]["evidence"]
+        self.assertIn("WrongTypes.train_step() returned a StepRecord whose loss is str", e)
+        self.assertIn("a float (or a one-element tensor) is expected", e)
+
+    def test_a_declaration_of_the_wrong_type_names_the_attribute(self):
+        path = os.path.join(self.tmp, "declared.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("import sys; sys.path.insert(0, %r)\n" % HERE)
+            f.write("from tiny_run import TinyRun\n"
+                    "class OneString(TinyRun):\n    must_be_caught_by = ('eval_mode')\n")
+        p = subprocess.run([BINARY, "run", "--python", path + ":OneString", "--json", "", "--html", ""],
+                           capture_output=True, text=True, encoding="utf-8")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("OneString", p.stderr)
+        self.assertIn("must_be_caught_by is the str 'eval_mode'", p.stderr)
+
+    def test_utf8_output_and_a_recipe_in_a_non_ascii_folder(self):
+        folder = os.path.join(self.tmp, "recettes-é")
+        os.makedirs(folder)
+        for name in ("hostile.py", "tiny_run.py"):
+            shutil.copy(os.path.join(HERE, name), folder)
+        env = dict(os.environ, LC_ALL="C", LANG="C")
+        p, cells = run(["hostile_unicode"], ["eval_mode"], self.tmp, hostile=os.path.join(folder, "hostile.py"), env=env)
+        self.assertEqual(cells[("eval_mode", "hostile_unicode")]["verdict"], "ok", p.stderr[-3000:])
+
+
+class KillingTheRunLeavesNothing(unittest.TestCase):
+    def test_sigterm_and_sigkill_of_the_run(self):
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            tmp = tempfile.mkdtemp(prefix="tc-kill-")
+            env = dict(os.environ, TMPDIR=tmp)
+            proc = subprocess.Popen([BINARY, "run", "--device", "cpu", "--check", "eval_mode", "--recipe", "hostile_hang",
+                                     "--python", f"{HOSTILE}:WaitsForever", "--json", "", "--html", ""],
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            # Wait for the recipe's process (a child holding TORCHCONFORM_PARENT_PID = the run).
+            deadline = time.time() + 60
+            while time.time() < deadline and not children_of(proc.pid):
+                time.sleep(0.2)
+            kids = children_of(proc.pid)
+            self.assertTrue(kids, "the recipe's process never started")
+            time.sleep(3)
+            os.kill(proc.pid, sig)
+            proc.wait(timeout=30)
+            deadline = time.time() + 20
+            while time.time() < deadline and (any(alive(k) for k in kids) or os.listdir(tmp)):
+                time.sleep(0.2)
+            self.assertFalse([k for k in kids if alive(k)], f"{sig!r}: a child outlived the run")
+            self.assertEqual(os.listdir(tmp), [], f"{sig!r}: scratch left in {tmp}")
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def children_of(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    BINARY = os.path.abspath(sys.argv.pop(1))
+    unittest.main(verbosity=2)
