@@ -100,6 +100,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     child::Spec spec;
     spec.argv = child_argv(rest, plan, scratch);
     spec.log_path = log;
+    spec.env = {{"TORCHCONFORM_RECIPE_PROCESS", "1"}};
     spec.timeout = std::chrono::hours(24 * 365);  // each cell has its own deadline, kept below
     spec.kill_grace = std::chrono::seconds(5);
     std::unique_ptr<child::Process> process;

@@ -313,7 +313,7 @@ std::string sanity_problem(const PlannedCell& planned, const RunPlan& plan) {
   o.quick = plan.quick;
   std::string problem;
   try {
-    problem = first_broken(training_sanity(planned.recipe->make, o));
+    if (planned.recipe->make) problem = first_broken(training_sanity(planned.recipe->make, o));
   } catch (...) {
   }
   known[key] = problem;

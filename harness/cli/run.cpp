@@ -91,7 +91,11 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string>
   plan.cell_stream = a.cell_stream;
   // The judging process runs no recipe code: each recipe's cells go to a process of their own,
   // except in a process that is already one (a recipe's, a part's, a torchrun rank) or on request.
-  plan.isolate = !a.in_process && a.cell_stream.empty() && a.part.empty() && !plan.worker && !plan.executable.empty();
+  // (TORCHCONFORM_RECIPE_PROCESS: this process was started as a recipe's, and its program did not
+  // take `run` as the command line does, e.g. a test binary whose cli_main is called in-process: it
+  // never starts another, so no chain of them forms.)
+  plan.isolate = !a.in_process && a.cell_stream.empty() && a.part.empty() && !plan.worker && !plan.executable.empty() &&
+                 std::getenv("TORCHCONFORM_RECIPE_PROCESS") == nullptr;
   if (!plan.part.empty() && (plan.checks.size() != 1 || plan.recipes.size() != 1)) {
     throw UsageError("--part runs a part of one cell: give one --check and one --recipe");
   }

@@ -34,6 +34,7 @@ std::string non_finite_parameter(const NamedTensors& params) {
 std::vector<SanityFinding> training_sanity(const RunFactory& make, const RunOptions& options) {
   std::vector<SanityFinding> out;
   std::unique_ptr<Run> run = make();
+  if (run == nullptr) throw HarnessError("the recipe's factory made no run");
   run->setup(options);
   const int64_t per_epoch = run->steps_per_epoch();
   if (per_epoch <= 0) {

@@ -48,7 +48,7 @@ TEST(CorruptionCorpus, EveryCorruptReportIsRejectedAndNothingWrittenIsLost) {
   // A real report: a quick run of a check on the reference and the variant it catches.
   const ChildResult made = in_child([&] {
     std::string err;
-    const int rc = cli({"torchconform", "run", "--check", "shapes", "--recipe", "reference,view_flatten",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "shapes", "--recipe", "reference,view_flatten",
                         "--quick", "--json", good_path, "--html", ""}, &err);
     return (rc == 0 ? "R" : "X") + err;
   });

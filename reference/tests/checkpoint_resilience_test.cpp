@@ -266,7 +266,7 @@ TEST(FailedWrites, FileSizeLimitMidWriteKeepsThePreviousCheckpointAndReport) {
   // `torchconform run --json PATH`: the report is larger than the limit.
   const ChildResult c2 = limited(report_limit, [&] {
     std::string err;
-    const int rc = cli({"torchconform", "run", "--check", "torch_compile", "--recipe", "reference",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "torch_compile", "--recipe", "reference",
                         "--json", report, "--html", ""}, &err);
     return "R" + std::to_string(rc) + " " + err;
   });
@@ -323,7 +323,7 @@ TEST(FailedWrites, ReadOnlyDirectoryKeepsThePreviousCheckpointAndReport) {
       out += std::string("checkpoint: ") + e.what() + "\n";
     }
     std::string err;
-    const int rc = cli({"torchconform", "run", "--check", "torch_compile", "--recipe", "reference",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "torch_compile", "--recipe", "reference",
                         "--json", report, "--html", ""}, &err);
     return "R" + std::to_string(rc) + " " + out + "run: " + err;
   });
@@ -359,7 +359,7 @@ TEST(Fuzz, SeedsAreRealFilesTheFuzzBodiesAccept) {
   const std::string report = dir + "/report/shapes-run.json";
   const ChildResult made = in_child([&] {
     std::string err;
-    const int rc = cli({"torchconform", "run", "--check", "shapes", "--recipe", "reference,view_flatten",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "shapes", "--recipe", "reference,view_flatten",
                         "--quick", "--json", report, "--html", ""}, &err);
     return (rc == 0 ? "R" : "X") + err;
   });

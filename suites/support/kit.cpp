@@ -2,6 +2,15 @@
 
 namespace tc {
 
+std::string probe_missing_reason(const CheckContext& ctx, const std::string& interface, const std::string& why) {
+  const RecipeInfo* info = Registry::global().find_recipe(ctx.recipe);
+  if (info != nullptr && info->language == "python") {
+    return "the Python recipe '" + ctx.recipe + "': torchconform.Run has no method through which " + ctx.check +
+           " drives it yet" + (why.empty() ? "" : ", so " + why) + " (docs/python.md lists what a Python recipe provides)";
+  }
+  return "recipe '" + ctx.recipe + "' does not implement " + interface + (why.empty() ? "" : ", so " + why);
+}
+
 std::unique_ptr<Run> fresh_run(const CheckContext& ctx, const RunOptions& options) {
   std::unique_ptr<Run> r = ctx.make_run();
   r->setup(options);

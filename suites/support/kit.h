@@ -35,16 +35,18 @@ struct ProbedRun {
 // A fresh run of the cell's recipe, set up with `options` (most checks: run_options(ctx, seed)).
 std::unique_ptr<Run> fresh_run(const CheckContext& ctx, const RunOptions& options);
 
-// Skips the cell (ProbeNotProvided, the reason naming `interface`) when the recipe lacks P.
+// The reason a recipe lacking a probe is skipped: for a C++ recipe the interface it would implement;
+// for a Python recipe (which cannot implement a C++ interface) that torchconform.Run has no method
+// for it yet, in the Python recipe's terms.
+std::string probe_missing_reason(const CheckContext& ctx, const std::string& interface, const std::string& why);
+
+// Skips the cell (ProbeNotProvided, probe_missing_reason) when the recipe lacks P.
 template <typename P>
 ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interface, const std::string& why = "") {
   ProbedRun<P> r;
   r.run = ctx.make_run();
   r.probe = dynamic_cast<P*>(r.run.get());
-  if (r.probe == nullptr) {
-    throw ProbeNotProvided("recipe '" + ctx.recipe + "' does not implement " + interface +
-                           (why.empty() ? "" : ", so " + why));
-  }
+  if (r.probe == nullptr) throw ProbeNotProvided(probe_missing_reason(ctx, interface, why));
   return r;
 }
 

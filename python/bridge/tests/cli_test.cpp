@@ -54,7 +54,7 @@ int cli(std::vector<std::string> args) {
 // `torchconform run ...` in this process; returns the exit code and reads the report.
 int run_cli(std::vector<std::string> args, Report* report) {
   const std::string json = ::testing::TempDir() + "python_cli_" + std::to_string(getpid()) + ".json";
-  args.insert(args.begin(), {"torchconform", "run", "--device", "cpu"});
+  args.insert(args.begin(), {"torchconform", "run", "--in-process", "--device", "cpu"});
   args.insert(args.end(), {"--json", json, "--html", ""});
   const int rc = cli(std::move(args));
   if (report != nullptr) *report = read_report_file(json);
