@@ -42,13 +42,7 @@ std::vector<std::string> new_lines(const std::string& path, std::streamoff& offs
 }
 
 Cell unfinished(const Registry& registry, const PlannedCell& p, std::string evidence, double seconds) {
-  Cell c;
-  c.check = p.check->name;
-  c.recipe = p.recipe->name;
-  c.device = p.device.name;
-  c.role = p.recipe->role();
-  c.language = p.recipe->language;
-  c.expected = registry.expected(c.check, c.recipe);
+  Cell c = cell_record(registry, p);
   c.verdict = Verdict::kError;
   c.evidence = std::move(evidence);
   c.duration_s = seconds;

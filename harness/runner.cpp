@@ -326,7 +326,7 @@ bool runs_recipe_code(const PlannedCell& planned, const RunPlan& plan) {
   return !needs_absent_cuda;
 }
 
-Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
+Cell cell_record(const Registry& registry, const PlannedCell& planned) {
   Cell cell;
   cell.check = planned.check->name;
   cell.recipe = planned.recipe->name;
@@ -334,6 +334,11 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
   cell.role = planned.recipe->role();
   cell.language = planned.recipe->language;
   cell.expected = registry.expected(cell.check, cell.recipe);
+  return cell;
+}
+
+Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
+  Cell cell = cell_record(registry, planned);
   if (!planned.device.available) {
     cell.verdict = Verdict::kSkipped;
     cell.evidence = planned.device.reason;

@@ -56,6 +56,9 @@ struct PlannedCell {
 // Throws std::invalid_argument naming an unknown check or recipe in the filters.
 std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& plan);
 
+// The record of a planned cell before it runs: check, recipe, device, role, language, expected.
+Cell cell_record(const Registry& registry, const PlannedCell& planned);
+
 // Runs one planned cell: never throws; the cell's verdict says what happened.
 Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan);
 
