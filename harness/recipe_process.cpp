@@ -70,10 +70,9 @@ std::vector<std::string> child_argv(const std::vector<PlannedCell>& cells, const
 }  // namespace
 
 std::string unfinished_cell_evidence(const std::string& how, const std::string& check, const std::string& where,
-                                     const std::string& log_tail) {
+                                     const std::string& log_tail, const std::string& then) {
   std::string e = "the recipe's process " + how + " during " + (where.empty() ? check + " (before its first recipe call)" : where) +
-                  ": the cell did not finish, so it has no verdict (a recipe must return from each call; "
-                  "the rest of the run is judged in a new process)";
+                  ": the cell did not finish, so it has no verdict" + (then.empty() ? "" : " (" + then + ")");
   if (!log_tail.empty()) e += "\n- the end of its output:\n" + log_tail;
   return e;
 }
@@ -142,9 +141,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
                                 std::to_string(deadline_s(group[next], plan)) + " s: " +
                                 (plan.cell_timeout_s > 0 ? "--cell-timeout" : "the check's Timeout, or --cell-timeout") + ")";
         finish(unfinished(registry, group[next],
-                          "the recipe's process was " + how + " during " + (where.empty() ? group[next].check->name : where) +
-                              ": the cell did not finish, so it has no verdict\n- the end of its output:\n" + output,
-                          elapsed));
+                          unfinished_cell_evidence("was " + how, group[next].check->name, where, output, ""), elapsed));
         const std::string hung = group[next].check->name;
         for (++next; next < group.size(); ++next) {
           finish(unfinished(registry, group[next],
@@ -163,7 +160,9 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     const double elapsed = std::chrono::duration<double>(Clock::now() - cell_start).count();
     finish(unfinished(registry, group[next],
                       unfinished_cell_evidence(how_it_ended(r), group[next].check->name, breadcrumb::describe(crumb),
-                                               child::tail_of(log, 1500)),
+                                               child::tail_of(log, 1500),
+                                               "a recipe must return from each call; the rest of the run is judged in a "
+                                               "new process"),
                       elapsed));
     ++next;
   }

@@ -29,10 +29,11 @@ namespace tc {
 std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const std::vector<PlannedCell>& group,
                                               const RunPlan& plan, const std::function<void(const Cell&)>& on_done);
 
-// The evidence of a cell the recipe's process did not finish (pure, for tests): `how` is what
-// ended it ("exited with status 0", "was killed by signal 11 (SIGSEGV)"), `where` the breadcrumb
-// ("" when none was written), `log_tail` the end of its output.
+// The evidence of a cell the recipe's process did not finish (pure): `how` is what ended it
+// ("exited with status 0", "was killed after 20 s (the cell's deadline ...)"), `where` the
+// breadcrumb ("" when none was written), `log_tail` the end of its output, `then` what follows for
+// the recipe's other cells ("" for nothing to say).
 std::string unfinished_cell_evidence(const std::string& how, const std::string& check, const std::string& where,
-                                     const std::string& log_tail);
+                                     const std::string& log_tail, const std::string& then);
 
 }  // namespace tc
