@@ -101,11 +101,12 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
   suites/reproducibility/correct_recipes_test.cpp
   suites/distributed/correct_recipes_test.cpp
   suites/tests/slots_test.cpp
-  suites/tests/hostile_test.cpp)
+  suites/tests/hostile_test.cpp
+  suites/tests/replaces_test.cpp)
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56 Hostile=20)
+tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56 Hostile=20 ReplacesMidRun=40)
 
 # A variant that breaks nothing, run through the command line (tc_suite_tests run adds the tests'
 # recipes): `missed` in the matrix and exit 1.

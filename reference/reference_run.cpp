@@ -179,45 +179,26 @@ at::Tensor ReferenceRun::amp_forward(const std::function<at::Tensor(const at::Te
 std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
   TORCH_CHECK(workload.model && workload.forward, "amp_step_on: the workload has no model");
   if (!steps_through_slots()) return {};
-  // The workload gets what the recipe's step would make for it; the step swaps them in, runs the
-  // recipe's amp_forward() and optimisation_step(), and swaps its own back. Ownership stays unique
-  // throughout: the workload's optimizer and scaler live in `held` as unique_ptrs and trade places
-  // with the recipe's members, so a recipe whose step replaces its scaler or optimizer (a
-  // legitimate pattern) replaces the one it holds at that moment, and that one is what goes back
-  // into `held`: nothing is freed twice, nothing the recipe owns is borrowed.
-  struct Held {
-    std::unique_ptr<torch::optim::Optimizer> optimizer;
-    std::unique_ptr<GradScaler> scaler;
-  };
-  auto held = std::make_shared<Held>();
-  held->optimizer = make_optimizer(workload.model->parameters());
-  held->scaler = make_grad_scaler();
-  return [this, workload, held] {
-    std::swap(optimizer_, held->optimizer);
-    std::swap(scaler_, held->scaler);
-    std::function<void(const NamedTensors&)> hook;
-    std::swap(after_backward_, hook);
-    step_parameters_ = workload.model->parameters();
-    auto restore = [&] {
-      step_parameters_.reset();
-      std::swap(after_backward_, hook);
-      std::swap(scaler_, held->scaler);
-      std::swap(optimizer_, held->optimizer);
-    };
-    try {
-      at::Tensor loss = amp_forward(
-          [&workload](const at::Tensor& in) {
-            return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
-          },
-          workload.input);
-      optimisation_step(loss);
-      const double l = loss.item<double>();
-      restore();
-      return l;
-    } catch (...) {
-      restore();
-      throw;
-    }
+  // This instance is given over to the workload (AmpProbe: the check makes a fresh one for each
+  // call): the workload gets an optimizer, a schedule and a scaler from the recipe's own slots, held
+  // in this instance's members as its own training holds them, and the step runs the recipe's
+  // amp_forward() and optimisation_step() on them. Nothing is swapped in and out or lent: a recipe
+  // whose step replaces its scaler, optimizer or schedule (a legitimate pattern) replaces the one
+  // this instance holds, and frees it once (0.4 swapped the recipe's members through unique_ptrs and
+  // freed a replaced scaler twice; a schedule made in the step over the lent optimizer dangled).
+  step_parameters_ = workload.model->parameters();
+  optimizer_ = make_optimizer(*step_parameters_);
+  scheduler_ = make_schedule(*optimizer_);
+  scaler_ = make_grad_scaler();
+  after_backward_ = nullptr;
+  return [this, workload] {
+    at::Tensor loss = amp_forward(
+        [&workload](const at::Tensor& in) {
+          return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
+        },
+        workload.input);
+    optimisation_step(loss);
+    return loss.item<double>();
   };
 }
 

@@ -102,11 +102,12 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   }
   std::optional<GradScalerState> scaler_state() const override;
   // The recipe's own procedure on another model: amp_forward() around the workload's forward and
-  // loss, then the recipe's optimisation_step() with an optimizer from make_optimizer() and a
-  // scaler from make_grad_scaler() for the workload's parameters. A recipe that replaces
-  // train_step() has its own procedure, which this cannot apply: it returns an empty function (the
-  // speed is recorded as not measured) unless the recipe overrides amp_step_on too. It first runs
-  // one train_step() to see which is the case.
+  // loss, then the recipe's optimisation_step() with an optimizer from make_optimizer(), a schedule
+  // from make_schedule() and a scaler from make_grad_scaler() for the workload's parameters, held in
+  // this instance's own members (the instance is given over to the workload: AmpProbe). A recipe that
+  // replaces train_step() has its own procedure, which this cannot apply: it returns an empty
+  // function (the speed is recorded as not measured) unless the recipe overrides amp_step_on too. It
+  // first runs one train_step() to see which is the case.
   std::function<double()> amp_step_on(const AmpWorkload& workload) override;
 
  protected:

@@ -84,7 +84,10 @@ class AmpProbe {
   // asked for (its autocast region, casts, scaler, clipping, optimizer step), applied to the
   // workload's model instead of its own, so that the procedure's speed can be measured on a
   // compute-bound model. Returns the step; calling it trains the workload one step and returns
-  // the loss, read (so the device has finished). An empty function: the recipe does not offer it
+  // the loss, read (so the device has finished). The instance is given over to the workload: the
+  // check calls this on a fresh instance made for it and never trains that instance's own model
+  // afterwards, so an implementation keeps the workload's optimizer and scaler in its own members
+  // (nothing swapped, nothing lent). An empty function: the recipe does not offer it
   // (the throughput promises are then recorded as not measurable).
   virtual std::function<double()> amp_step_on(const AmpWorkload& workload) {
     (void)workload;

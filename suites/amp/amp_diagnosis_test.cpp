@@ -413,8 +413,10 @@ TEST(AmpProcedureSpeed, ARecipeWithItsOwnTrainStepIsNotTimedAsTheReference) {
 }
 
 // A recipe (written for 0.2) whose optimisation_step makes a new GradScaler each step, carrying the
-// old one's state over: legitimate. The speed probe lends the recipe's slots to its workload; the
-// replaced scaler must be freed once, by whoever holds it (0.4 freed it twice: exit 139).
+// old one's state over: legitimate. The speed probe gives the instance over to its workload (its
+// members hold the workload's optimizer and scaler; nothing is swapped): the replaced scaler is
+// freed once (0.4 swapped the recipe's members and freed it twice: exit 139). ci/sanitize's ASan
+// checks the frees.
 class ReplacesItsScalerEachStep : public ref::ReferenceRun {
  protected:
   void optimisation_step(const at::Tensor& loss) override {
@@ -441,7 +443,6 @@ TEST(AmpProcedureSpeed, ARecipeThatReplacesItsScalerMidStepRunsOnTheWorkload) {
   std::function<double()> step = run.amp_step_on(amp::make_workload(small, c10::Device(c10::kCPU), 7));
   ASSERT_TRUE(step);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(std::isfinite(step())) << "workload step " << i;
-  for (int i = 0; i < 2; ++i) EXPECT_TRUE(std::isfinite(run.train_step().loss)) << "recipe step " << i;
   ASSERT_TRUE(run.scaler_state().has_value());
   EXPECT_GT(run.scaler_state()->scale, 0.0);
 }
