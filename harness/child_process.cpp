@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "harness/util/forking.h"
 #include "harness/util/termination.h"
 
 extern char** environ;
@@ -60,7 +63,53 @@ std::vector<char*> pointers(const std::vector<std::string>& strings) {
 
 }  // namespace
 
+namespace {
+
+// The child side of a Spec with a body: what posix_spawn's file actions and attributes do, then the
+// body, then _exit (no atexit handler or static destructor of the parent's state runs twice).
+[[noreturn]] void run_body_in_child(const Spec& spec, pid_t parent) {
+  setpgid(0, 0);
+  termination::forget_parents_registrations(parent);
+  const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (in >= 0) dup2(in, STDIN_FILENO);
+  if (!spec.log_path.empty()) {
+    const int out = open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out >= 0) {
+      dup2(out, STDOUT_FILENO);
+      dup2(out, STDERR_FILENO);
+    }
+  }
+  for (const auto& [k, v] : spec.env) setenv(k.c_str(), v.c_str(), 1);
+  setenv("TORCHCONFORM_PARENT_PID", std::to_string(parent).c_str(), 1);
+  int rc = 70;
+  try {
+    rc = spec.body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "torchconform: the forked process failed: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "torchconform: the forked process failed with a non-standard exception\n");
+  }
+  std::fflush(nullptr);
+  _exit(rc);
+}
+
+}  // namespace
+
 Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.kill_grace) {
+  if (spec.body) {
+    if (!forking::single_threaded()) {
+      throw std::runtime_error("cannot fork: this process has more than one thread (harness/util/forking.h)");
+    }
+    const pid_t parent = getpid();
+    start_ = std::chrono::steady_clock::now();
+    const pid_t pid = forking::fork_with_hooks();
+    if (pid == 0) run_body_in_child(spec, parent);
+    if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
+    setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a kill
+    pid_ = pid;
+    termination::register_group(pid_);
+    return;
+  }
   if (spec.argv.empty()) throw std::invalid_argument("nothing to launch");
   // A torchconform child dies with this process (harness/util/termination.h).
   std::vector<std::pair<std::string, std::string>> extra = spec.env;

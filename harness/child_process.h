@@ -1,11 +1,13 @@
 // The one way this program starts another: posix_spawn (nothing runs between fork and exec in a
-// process that may have threads), a process group of its own, stdin from /dev/null, stdout and
+// process that may have threads), or a fork without exec of a single-threaded process (a recipe's
+// process: harness/recipe_process.h), a process group of its own, stdin from /dev/null, stdout and
 // stderr to a log, and a deadline after which the group is stopped. Every child goes through it:
 // a check's part in a fresh process and torchrun cells (harness/cell_in_child.h), `qualify`'s
 // torchrun, `ab`'s two builds (harness/ab/run.cpp), the distributed fault tests. No torch here.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +16,10 @@ namespace tc::child {
 
 struct Spec {
   std::vector<std::string> argv;                            // argv[0] found on PATH if it has no '/'
+  // Instead of argv: the child is a fork of this process (no exec) that runs body() and exits with
+  // its value (70 when it throws, the message in the log). Only while this process has one thread
+  // (harness/util/forking.h: forking::single_threaded()); Process refuses it otherwise.
+  std::function<int()> body;
   std::vector<std::pair<std::string, std::string>> env;     // added to this process's environment
   std::string log_path;                                     // stdout and stderr (appended)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};

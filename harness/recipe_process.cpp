@@ -1,16 +1,24 @@
 #include "harness/recipe_process.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
+#include <stdexcept>
 #include <thread>
 
 #include "harness/child_process.h"
+#include "harness/console.h"
 #include "harness/contract/scratch.h"
 #include "harness/report_json.h"
 #include "harness/util/breadcrumb.h"
+#include "harness/util/forking.h"
+#include "harness/util/posix_fs.h"
+#include "harness/util/termination.h"
 
 namespace tc {
 namespace {
@@ -67,7 +75,39 @@ std::vector<std::string> child_argv(const std::vector<PlannedCell>& cells, const
   return argv;
 }
 
+// The plan a recipe's process runs: the group's cells alone, streamed (what child_argv says by exec).
+RunPlan group_plan(const std::vector<PlannedCell>& cells, const RunPlan& plan, const Scratch& s) {
+  RunPlan sub = plan;
+  sub.checks.clear();
+  for (const PlannedCell& p : cells) sub.checks.push_back(p.check->name);
+  sub.recipes = {cells.front().recipe->name};
+  sub.devices = {cells.front().device};
+  sub.isolate = false;
+  sub.cell_stream = s.file("cells.jsonl");
+  return sub;
+}
+
 }  // namespace
+
+void stream_cells(const Registry& registry, const RunPlan& plan, const std::string& breadcrumb_file) {
+  if (!breadcrumb_file.empty()) breadcrumb::open(breadcrumb_file);
+  // The stream's directory is the starting process's scratch for this one: stopped by a signal (its
+  // parent killed, SIGKILL included: harness/util/termination.h), this process removes it, which
+  // the parent can no longer do.
+  termination::register_directory(posix_fs::dir_name(plan.cell_stream).c_str());
+  const int fd = ::open(plan.cell_stream.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot open the cell stream " + plan.cell_stream + ": " + strerror(errno));
+  RunCallbacks cb;
+  cb.on_done = [&](const Cell& c, size_t i, size_t n) {
+    print_cell_line(std::cerr, c, i, n);
+    const std::string line = cell_to_json(c).dump() + "\n";
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      throw std::runtime_error("cannot write the cell to " + plan.cell_stream);
+    }
+  };
+  run_cells(registry, plan, cb);
+  ::close(fd);
+}
 
 std::string unfinished_cell_evidence(const std::string& how, const std::string& check, const std::string& where,
                                      const std::string& log_tail, const std::string& then) {
@@ -91,7 +131,14 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     const std::string stream = scratch.file("cells.jsonl"), crumb = scratch.file("breadcrumb"),
                       log = scratch.file("output.log");
     child::Spec spec;
-    spec.argv = child_argv(rest, plan, scratch);
+    if (plan.fork_recipe_processes && forking::single_threaded()) {
+      spec.body = [&registry, sub = group_plan(rest, plan, scratch), crumb] {
+        stream_cells(registry, sub, crumb);
+        return 0;
+      };
+    } else {
+      spec.argv = child_argv(rest, plan, scratch);
+    }
     spec.log_path = log;
     spec.env = {{"TORCHCONFORM_RECIPE_PROCESS", "1"}};
     spec.timeout = std::chrono::hours(24 * 365);  // each cell has its own deadline, kept below

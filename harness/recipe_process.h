@@ -2,10 +2,16 @@
 // runs apart from the process that judges it and writes the report, so nothing the recipe does
 // (exit with any status, crash, hang, change the process's state) forges a verdict or ends the run.
 //
-// The runner (isolated, the default of `run`) hands each (recipe, device) group of cells here. This
-// starts `<this program> run --recipe R --check c1,c2,... --device D --cell-stream F --breadcrumb B
-// ...` (the same plan, restricted), which appends each finished cell to F as a JSON line and keeps in
-// B where it is (harness/util/breadcrumb.h). It watches the child:
+// The runner (isolated, the default of `run`) hands each (recipe, device) group of cells here. The
+// recipe's process runs the same plan restricted to the group (stream_cells below): it appends each
+// finished cell to a file F as a JSON line and keeps where it is in a mapped page B
+// (harness/util/breadcrumb.h). It is a fork of this process (no exec: what this process loaded, the
+// LibTorch libraries, an embedded Python with torch and the recipes' modules, is there already)
+// while this process has one thread (harness/util/forking.h); otherwise, or with
+// RunPlan::fork_recipe_processes off, `<this program> run --in-process --recipe R --check c1,c2,...
+// --device D --cell-stream F --breadcrumb B ...` started by exec, which loads everything again
+// (0.4 s for the C++ binary here, 2.75 s for a Python recipe's interpreter and torch). It watches
+// the child:
 //  - a cell that is not finished by its deadline (the check's Timeout, or `run --cell-timeout`) is
 //    `error` "killed after N s during <check>, in <method>": the process group is killed, and the
 //    recipe's cells after it are `error` too (not started again: a recipe that hangs once would
@@ -28,6 +34,12 @@ namespace tc {
 // calling on_done for each cell as it is known. Never throws for what the child does.
 std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const std::vector<PlannedCell>& group,
                                               const RunPlan& plan, const std::function<void(const Cell&)>& on_done);
+
+// What a recipe's process does (`run --cell-stream F --breadcrumb B`, or the forked child): runs
+// the plan's cells in this process, appending each finished cell to plan.cell_stream as one JSON
+// line as soon as it is known (the judging process reads them as they come, and after this process
+// ends however it ends), and keeping its place in `breadcrumb_file` ("" for none).
+void stream_cells(const Registry& registry, const RunPlan& plan, const std::string& breadcrumb_file);
 
 // The evidence of a cell the recipe's process did not finish (pure): `how` is what ended it
 // ("exited with status 0", "was killed after 20 s (the cell's deadline ...)"), `where` the

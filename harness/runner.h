@@ -40,6 +40,10 @@ struct RunPlan {
   // and reporting: what `run` does unless --in-process (or it is itself such a process, a part or
   // a torchrun worker).
   bool isolate = false;
+  // How a recipe's process starts: a fork of this one (no exec: the libraries, the interpreter and
+  // the recipes' modules are loaded already) while this process has one thread, else by exec of
+  // `executable` (fork_recipe_processes false: always by exec; `run --recipe-processes exec`).
+  bool fork_recipe_processes = true;
   // A cell's deadline in its recipe's process, in seconds; 0: the check's own (CheckInfo::timeout_s).
   int cell_timeout_s = 0;
   // Not empty: this process is a recipe's process (`run --cell-stream FILE`): each finished cell is

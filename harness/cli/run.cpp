@@ -19,6 +19,7 @@
 #include "harness/devices.h"
 #include "harness/html_writer.h"
 #include "harness/multi_process.h"
+#include "harness/recipe_process.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
 #include "harness/util/breadcrumb.h"
@@ -41,6 +42,7 @@ struct RunArgs {
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
   bool in_process = false;   // no recipe processes (a debugger's run)
+  std::string recipe_processes = "fork";  // how they start: fork (while single-threaded) or exec
   int cell_timeout_s = 0;    // 0: each check's own Timeout
   std::string cell_stream;   // a recipe's process: where its finished cells go (recipe_process.h)
   std::string breadcrumb;    // a recipe's process: where it keeps its place (util/breadcrumb.h)
@@ -89,6 +91,7 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string>
   if (a.cell_timeout_s < 0) throw UsageError("--cell-timeout must be a number of seconds, 0 for each check's own");
   plan.cell_timeout_s = a.cell_timeout_s;
   plan.cell_stream = a.cell_stream;
+  plan.fork_recipe_processes = a.recipe_processes == "fork";
   // The judging process runs no recipe code: each recipe's cells go to a process of their own,
   // except in a process that is already one (a recipe's, a part's, a torchrun rank) or on request.
   // (TORCHCONFORM_RECIPE_PROCESS: this process was started as a recipe's, and its program did not
@@ -131,29 +134,6 @@ std::vector<Cell> run_with_progress(const Registry& reg, const RunPlan& plan) {
   return run_cells(reg, plan, cb);
 }
 
-// A recipe's process (`--cell-stream FILE`): each finished cell as one JSON line, written at once
-// (the process that judges reads them as they come, and after this process ends however it ends).
-std::vector<Cell> run_as_recipe_process(const Registry& reg, const RunPlan& plan, const std::string& breadcrumb_file) {
-  if (!breadcrumb_file.empty()) breadcrumb::open(breadcrumb_file);
-  // The stream's directory is the starting process's scratch for this one: stopped by a signal (its
-  // parent killed, SIGKILL included: harness/util/termination.h), this process removes it, which
-  // the parent can no longer do.
-  termination::register_directory(posix_fs::dir_name(plan.cell_stream).c_str());
-  const int fd = ::open(plan.cell_stream.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) throw UsageError("cannot open --cell-stream " + plan.cell_stream);
-  RunCallbacks cb;
-  cb.on_done = [&](const Cell& c, size_t i, size_t n) {
-    print_cell_line(std::cerr, c, i, n);
-    const std::string line = cell_to_json(c).dump() + "\n";
-    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-      throw std::runtime_error("cannot write the cell to " + plan.cell_stream);
-    }
-  };
-  std::vector<Cell> cells = run_cells(reg, plan, cb);
-  ::close(fd);
-  return cells;
-}
-
 // --parse-memory-mb / --parse-seconds: the limits under which a checkpoint file is first parsed in
 // a child process (reference/bounded_parse.h reads them from the environment, as do the processes
 // a check starts).
@@ -184,7 +164,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
     return exit_code_for(report.cells) == 1 ? 1 : 0;
   }
   if (!plan.cell_stream.empty()) {
-    run_as_recipe_process(reg, plan, a.breadcrumb);
+    stream_cells(reg, plan, a.breadcrumb);
     return 0;  // the process that started it judges the cells
   }
   std::cerr << "torchconform: " << plan_cells(reg, plan).size() << " cells (" << plan.devices.size()
@@ -228,6 +208,12 @@ Command add_run(CLI::App& app, int argc, char** argv) {
                 "Run the recipes' code in this process (for a debugger): a recipe that exits, crashes or hangs "
                 "then ends or stalls the run, and no cell has a deadline. By default each recipe runs in a "
                 "process of its own and this one judges (docs/security.md)");
+  run->add_option("--recipe-processes", a->recipe_processes,
+                  "How each recipe's process starts: fork (a copy of this process, with the libraries, the "
+                  "interpreter and the recipes' modules loaded already; exec when this process has started "
+                  "threads) or exec (this program started again, everything loaded again: slower)")
+      ->check(CLI::IsMember({"fork", "exec"}))
+      ->capture_default_str();
   run->add_option("--json", a->json_path, "Report JSON path ('' to skip)")->capture_default_str();
   run->add_option("--html", a->html_path, "Report HTML path ('' to skip)")->capture_default_str();
   // Internal: what the runner passes to the processes it starts (hidden from --help).

@@ -1,15 +1,21 @@
 // The one way this program starts a child (harness/child_process.h) and the one way it runs a cell
 // in a child and reads its report back (harness/cell_in_child.h): what every caller relies on.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "harness/cell_in_child.h"
 #include "harness/child_process.h"
 #include "harness/contract/scratch.h"
+#include "harness/util/forking.h"
 
 namespace tc {
 namespace {
@@ -82,6 +88,67 @@ TEST(ChildProcess, AGroupIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.exit_code, 128 + 9);
   EXPECT_LT(r.wall_s, 40.0);  // not the default 45 s grace (a bound no load reaches: 300 + 200 ms asked)
+}
+
+// A child forked without exec (Spec::body, how a recipe's process starts): the same contract as a
+// spawned one. CTest runs this suite in a process of its own, which has one thread until the last
+// test starts another.
+TEST(ForkedChild, RunsTheBodyInItsOwnGroupWithTheEnvironmentAndLogsItsOutput) {
+  ASSERT_TRUE(forking::single_threaded()) << "the suite runs first in its own process (CTest: one per suite)";
+  Scratch scratch;
+  child::Spec spec;
+  spec.body = [] {
+    std::printf("X=%s\n", std::getenv("TC_CHILD_TEST_X"));
+    std::fflush(stdout);
+    std::fprintf(stderr, "err\n");
+    return getpgid(0) == getpid() && std::getenv("TORCHCONFORM_PARENT_PID") != nullptr ? 3 : 4;
+  };
+  spec.env = {{"TC_CHILD_TEST_X", "42"}};
+  spec.log_path = scratch.file("log");
+  spec.timeout = std::chrono::seconds(60);
+  const child::Result r = child::run(spec);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(read_all(spec.log_path), "X=42\nerr\n");
+  EXPECT_EQ(std::getenv("TC_CHILD_TEST_X"), nullptr) << "the body's environment is the child's alone";
+}
+
+TEST(ForkedChild, ABodyThatThrowsExits70WithItsMessage) {
+  Scratch scratch;
+  child::Spec spec;
+  spec.body = []() -> int { throw std::runtime_error("no cell stream"); };
+  spec.log_path = scratch.file("log");
+  EXPECT_EQ(child::run(spec).exit_code, 70);
+  EXPECT_NE(read_all(spec.log_path).find("the forked process failed: no cell stream"), std::string::npos);
+}
+
+TEST(ForkedChild, TheDeadlineStopsIt) {
+  Scratch scratch;
+  child::Spec spec;
+  spec.body = [] {
+    sleep(300);
+    return 0;
+  };
+  spec.log_path = scratch.file("log");
+  spec.timeout = std::chrono::milliseconds(300);
+  spec.kill_grace = std::chrono::milliseconds(200);
+  const child::Result r = child::run(spec);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.signal, 15);  // SIGTERM to its group
+}
+
+// fork copies the calling thread alone: with another thread running (a pool), no fork.
+TEST(ForkedChild, IsRefusedWhileAnotherThreadRuns) {
+  std::atomic<bool> stop{false};
+  std::thread other([&] {
+    while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  EXPECT_FALSE(forking::single_threaded());
+  child::Spec spec;
+  spec.body = [] { return 0; };
+  EXPECT_THROW(child::run(spec), std::runtime_error);
+  stop = true;
+  other.join();
 }
 
 // A child that writes no report: a HarnessError naming the child, its exit code and its output.

@@ -89,6 +89,13 @@ void adopt_parent_death() {
   if (getppid() == 1) _exit(128 + SIGTERM);
 }
 
+void forget_parents_registrations(pid_t parent) {
+  for (auto& d : g_dirs) d.store(nullptr);
+  for (auto& g : g_groups) g.store(0);
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(128 + SIGTERM);
+}
+
 void register_directory(const char* path) {
   char* copy = strdup(path);
   if (copy == nullptr) return;

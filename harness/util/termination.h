@@ -29,6 +29,11 @@ void unregister_directory(const char* path);
 void register_group(pid_t pgid);
 void unregister_group(pid_t pgid);
 
+// In a child made by fork() without exec (harness/util/forking.h): drop the parent's registrations,
+// which are the parent's to clean up (the copies are not freed: the child ends with _exit), and ask
+// for SIGTERM when the parent dies (an orphan already exits at once).
+void forget_parents_registrations(pid_t parent);
+
 // Removes a directory tree with async-signal-safe calls only (what the handler does); for tests.
 void remove_tree_signal_safe(const char* path);
 

@@ -11,6 +11,8 @@
 
 #include <torch/version.h>
 
+#include "harness/util/forking.h"
+
 namespace py = pybind11;
 
 namespace tc::python {
@@ -109,6 +111,22 @@ def _tc_setup(package_dir, site_packages, python):
 
 InterpreterInfo g_info;
 
+// A recipe's process may be a fork of this one (harness/util/forking.h): what os.fork does around
+// fork(), with the GIL taken for it by the forking thread (which holds it nowhere else).
+PyGILState_STATE g_fork_gil;
+void before_fork() {
+  g_fork_gil = PyGILState_Ensure();
+  PyOS_BeforeFork();
+}
+void after_fork_in_parent() {
+  PyOS_AfterFork_Parent();
+  PyGILState_Release(g_fork_gil);
+}
+void after_fork_in_child() {
+  PyOS_AfterFork_Child();
+  PyGILState_Release(g_fork_gil);
+}
+
 void start() {
   // UTF-8 whatever the locale (CI's is often C/POSIX, whose encoding is ASCII): a recipe printing
   // "✓", opening a UTF-8 file without an encoding, or living in a folder named in UTF-8 works as under
@@ -155,6 +173,7 @@ void start() {
   }
   PyEval_SaveThread();
   if (!error.empty()) throw std::runtime_error(error);
+  forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
 }  // namespace

@@ -43,6 +43,8 @@ def run(recipes, checks, out_dir, extra=(), hostile=HOSTILE, env=None):
 
 
 class TheJudgeSurvivesTheJudged(unittest.TestCase):
+    START = "fork"  # how each recipe's process starts (run --recipe-processes)
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="tc-hostile-")
@@ -51,7 +53,7 @@ class TheJudgeSurvivesTheJudged(unittest.TestCase):
             f.write('{"stale": true}')
         cls.proc, cls.cells = run(
             ["hostile_exit_zero", "hostile_sigkill", "hostile_abort", "hostile_hang", "hostile_world", "reference"],
-            ["eval_mode", "checkpoint_safety"], cls.tmp, extra=["--cell-timeout", "20"])
+            ["eval_mode", "checkpoint_safety"], cls.tmp, extra=["--cell-timeout", "20", "--recipe-processes", cls.START])
 
     @classmethod
     def tearDownClass(cls):
@@ -101,6 +103,11 @@ class TheJudgeSurvivesTheJudged(unittest.TestCase):
                      "LibTorch's intra-op threads (7, restored to", "the working directory (/, restored to"):
             self.assertIn(said, c["evidence"])
         self.assertNotIn("left the process changed", self.cell("eval_mode", "reference")["evidence"])
+
+
+class TheJudgeSurvivesTheJudgedStartedByExec(TheJudgeSurvivesTheJudged):
+    """The same, each recipe's process started by exec (what a judging process with threads does)."""
+    START = "exec"
 
 
 class SanityBeforeJudgement(unittest.TestCase):

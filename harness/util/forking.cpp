@@ -1,0 +1,58 @@
+#include "harness/util/forking.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace tc::forking {
+namespace {
+
+struct Hooks {
+  void (*before)() = nullptr;
+  void (*in_parent)() = nullptr;
+  void (*in_child)() = nullptr;
+};
+constexpr int kMaxHooks = 4;
+Hooks g_hooks[kMaxHooks];
+int g_count = 0;
+
+}  // namespace
+
+bool single_threaded() {
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return false;  // cannot tell: not safe to assume
+  int threads = 0;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] != '.') ++threads;
+  }
+  closedir(d);
+  return threads == 1;
+}
+
+void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)()) {
+  for (int i = 0; i < g_count; ++i) {
+    if (g_hooks[i].before == before && g_hooks[i].in_parent == in_parent && g_hooks[i].in_child == in_child) return;
+  }
+  if (g_count < kMaxHooks) g_hooks[g_count++] = {before, in_parent, in_child};
+}
+
+pid_t fork_with_hooks() {
+  std::fflush(nullptr);  // nothing buffered in this process is written again by the child
+  for (int i = 0; i < g_count; ++i) {
+    if (g_hooks[i].before) g_hooks[i].before();
+  }
+  const pid_t pid = fork();
+  const int saved = errno;
+  // In the reverse order of `before`, as pthread_atfork runs its handlers.
+  for (int i = g_count - 1; i >= 0; --i) {
+    void (*hook)() = pid == 0 ? g_hooks[i].in_child : g_hooks[i].in_parent;
+    if (hook) hook();
+  }
+  errno = saved;
+  return pid;
+}
+
+}  // namespace tc::forking

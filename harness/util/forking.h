@@ -1,0 +1,25 @@
+// Starting a child by fork() without exec: the child is this process as it stands, with all it has
+// loaded (LibTorch's libraries, an embedded Python with torch and the recipes' modules imported),
+// so it starts in milliseconds where exec and the same loading take seconds (harness/recipe_process.h).
+// Safe only while this process has one thread: fork copies the calling thread alone, so a pool's
+// threads (OpenMP's after a parallel region, the CUDA driver's after cuInit) would be missing in the
+// child with their locks held, and its first parallel region would hang (GCC's libgomp does not
+// survive a fork of a process that used it). No torch here.
+#pragma once
+
+#include <sys/types.h>
+
+namespace tc::forking {
+
+// Whether this process has exactly one thread now (/proc/self/task).
+bool single_threaded();
+
+// A runtime that must prepare for a fork registers here (the embedded CPython: PyOS_BeforeFork and
+// PyOS_AfterFork_Parent/_Child, as os.fork calls them); fork_with_hooks() calls them around fork().
+// At most 4 sets; registering the same set twice has no effect.
+void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)());
+
+// fork() between the hooks: fork's value (-1 with errno set when it failed; the parent's hooks ran).
+pid_t fork_with_hooks();
+
+}  // namespace tc::forking
