@@ -51,14 +51,6 @@ T field(const py::handle& record, const char* name, T fallback, const std::strin
   return as<T>(record.attr(name), what + " " + name);
 }
 
-// The recipe method running, for the judging process (harness/util/breadcrumb.h).
-struct InMethod {
-  explicit InMethod(const char* name) { breadcrumb::enter(name); }
-  ~InMethod() { breadcrumb::leave(); }
-  InMethod(const InMethod&) = delete;
-  InMethod& operator=(const InMethod&) = delete;
-};
-
 InitSpec::Kind init_kind(const std::string& kind) {
   if (kind == "normal") return InitSpec::Kind::kNormal;
   if (kind == "uniform") return InitSpec::Kind::kUniform;
@@ -69,6 +61,11 @@ InitSpec::Kind init_kind(const std::string& kind) {
 }
 
 }  // namespace
+
+InMethod::InMethod(const char* name) { breadcrumb::enter(name); }
+InMethod::~InMethod() { breadcrumb::leave(); }
+
+double float_from_python(const py::handle& value, const std::string& what) { return as<double>(value, what); }
 
 py::object to_python(const at::Tensor& t) {
   return py::reinterpret_steal<py::object>(THPVariable_Wrap(t));  // the same tensor, no copy
@@ -111,6 +108,12 @@ PythonRun::PythonRun(py::object instance) : instance_(std::move(instance)) {
 PythonRun::~PythonRun() {
   end_compile();
   py::gil_scoped_acquire gil;
+  if (after_backward_) {
+    try {
+      py::setattr(instance_, "_tc_after_backward", py::none());  // its function points at this object
+    } catch (py::error_already_set&) {
+    }
+  }
   instance_ = py::object();  // the last reference may run Python (__del__, a DataLoader's workers)
 }
 
@@ -157,7 +160,7 @@ void PythonRun::setup(const RunOptions& options) {
         py::arg("device") = options.device.str(), py::arg("seed") = options.seed,
         py::arg("deterministic") = options.deterministic, py::arg("quick") = options.quick,
         py::arg("activation_checkpointing") = options.activation_checkpointing, py::arg("compile") = compile_,
-        py::arg("data_parallel") = data_parallel_));
+        py::arg("data_parallel") = data_parallel_, py::arg("amp") = amp_options()));
     return 0;
   });
 }

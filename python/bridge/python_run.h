@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/contract/amp_probe.h"
 #include "harness/contract/compile_probe.h"
 #include "harness/contract/data_parallel_probe.h"
 #include "harness/contract/loader_probe.h"
@@ -33,7 +34,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
                                                           public BareModelProbe,
                                                           public LoaderProbe,
                                                           public CompileProbe,
-                                                          public DataParallelProbe {
+                                                          public DataParallelProbe,
+                                                          public AmpProbe {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
@@ -93,6 +95,15 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   void barrier() override;
   void leave_process_group() override;
 
+  // AmpProbe (python_run_amp.cpp): setup() passes RunOptions.amp to the recipe (a dtype it lists in
+  // amp_dtypes); Run.after_backward() calls the hook; scaler_state() is Run.scaler_state() (its
+  // `scaler` attribute's state_dict()); amp_step_on() is the recipe's, given the workload as a
+  // Python callable and its live parameters (not provided without it: the speed is not measured).
+  void set_amp(const AmpOptions& options) override;
+  void set_after_backward(std::function<void(const NamedTensors&)> hook) override;
+  std::optional<GradScalerState> scaler_state() const override;
+  std::function<double()> amp_step_on(const AmpWorkload& workload) override;
+
   // The Python object (for tests and probes that need it); use under the GIL.
   const pybind11::object& object() const { return instance_; }
 
@@ -115,9 +126,24 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   std::string compile_cache_dir_;
   std::string data_parallel_;     // set_data_parallel(): RunOptions.data_parallel of the next setup()
   bool compile_begun_ = false;    // _compile.begin() ran: the destructor calls _compile.end()
+  AmpOptions amp_;                // set_amp(): RunOptions.amp of the next setup()
+  std::function<void(const NamedTensors&)> after_backward_;  // set_after_backward()
+  pybind11::object amp_options() const;  // amp_ as a torchconform.AmpOptions (the GIL held)
   void begin_compile();           // before setup() with compile_ (python_run_compile.cpp)
   void end_compile() noexcept;    // in the destructor
 };
+
+// The recipe method running, for the judging process (harness/util/breadcrumb.h).
+struct __attribute__((visibility("hidden"))) InMethod {
+  explicit InMethod(const char* name);
+  ~InMethod();
+  InMethod(const InMethod&) = delete;
+  InMethod& operator=(const InMethod&) = delete;
+};
+
+// A float (or a one-element tensor) returned by the recipe; else std::runtime_error naming `what`
+// and the Python type it has (the GIL held).
+double float_from_python(const pybind11::handle& value, const std::string& what);
 
 // Conversions between Python and C++ values, the GIL held. Each throws std::runtime_error naming
 // `what` (the call that returned the value) when the value has the wrong type.

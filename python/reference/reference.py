@@ -61,7 +61,7 @@ import math
 import os
 import random
 import tempfile
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -327,6 +327,7 @@ class PythonReference(torchconform.Run):
     name = "py_reference"
     control = True  # the suite's own correct Python recipe (its variants below derive from it)
     data_parallel_modes = ("fsdp", "ddp")  # setup() honours RunOptions.data_parallel (parallelize())
+    amp_dtypes = ("bf16", "fp16")  # setup() honours RunOptions.amp (amp_forward(), optimisation_step())
 
     # ---- practice slots (the variants replace one each) ----
     def seed_everything(self) -> None:
@@ -369,14 +370,14 @@ class PythonReference(torchconform.Run):
             raise NotImplementedError(f"data_parallel={mode!r}")
         return model
 
-    def make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        return torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    def make_optimizer(self, parameters: Iterable[torch.Tensor]) -> torch.optim.Optimizer:
+        return torch.optim.SGD(parameters, lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
 
     def build_training(self, model: nn.Module) -> Tuple[nn.Module, torch.optim.Optimizer]:
         """The step's module and the optimizer, in that order: ``fully_shard`` replaces the module's
         parameters with sharded ones, so the optimizer is made from the model as it trains."""
         train_model = self.compile_model(self.parallelize(model))
-        return train_model, self.make_optimizer(model)
+        return train_model, self.make_optimizer(model.parameters())
 
     def make_loader(self) -> DataLoader:
         # The loader's own generators, seeded: the sampler shuffles with one, the other picks the
@@ -424,13 +425,30 @@ class PythonReference(torchconform.Run):
         self.sampler.set_epoch(self.epoch)
 
     def forward_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.train_model(x), y)
+        return self.amp_forward(lambda: F.cross_entropy(self.train_model(x), y))
+
+    def amp_forward(self, loss_of: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The forward and loss under ``torch.autocast`` in the dtype asked (the seeds' Pass: the
+        loss is computed inside the region too), times ``amp.loss_weight``; plain fp32 when off."""
+        with torch.autocast(self.device.type, dtype=self.amp.torch_dtype, enabled=self.amp.enabled):
+            loss = loss_of()
+        return loss if self.amp.loss_weight == 1.0 else loss * self.amp.loss_weight
+
+    def step_parameters(self) -> List[torch.Tensor]:
+        """What the step clips: the model's parameters (a workload's, under amp_step_on)."""
+        return list(self.model.parameters()) if self._step_parameters is None else list(self._step_parameters.values())
 
     def optimisation_step(self, loss: torch.Tensor) -> None:
+        """zero_grad(set_to_none) -> backward of the scaled loss -> unscale_ -> clip -> step ->
+        update (the seeds' GradScaler code; with the scaler disabled, fp32 and bf16, scale() returns
+        the loss, unscale_() and update() do nothing and step() is the optimizer's)."""
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
-        self.optimizer.step()
+        self.scaler.scale(loss).backward()
+        self.after_backward(self._step_parameters)  # the check reads the raw gradients here (amp)
+        self.scaler.unscale_(self.optimizer)  # clip the true gradients, not the scaled ones
+        torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)
+        self.scaler.step(self.optimizer)  # skipped when a gradient is inf or NaN
+        self.scaler.update()
 
     def model_and_optimizer_state(self) -> Tuple[Dict[str, object], Dict[str, object]]:
         """Their state dicts, whole. Sharded (FSDP): gathered to rank 0 on the CPU
@@ -463,6 +481,7 @@ class PythonReference(torchconform.Run):
             "model_state_dict": model_state,
             "optimizer_state_dict": optimizer_state,
             "scheduler_state_dict": self.scheduler.state_dict(),
+            "scaler_state_dict": self.scaler.state_dict(),
             "rng": self.rng_state(),
             "sampler": {"position": self.position, **self.sampler.state_dict()},
         }
@@ -495,6 +514,7 @@ class PythonReference(torchconform.Run):
     # ---- tc::Run ----
     def setup(self, options: torchconform.RunOptions) -> None:
         self.options = options
+        self.amp = options.amp
         self.device = torch.device(options.device)
         if options.data_parallel and self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))  # one GPU per rank
@@ -507,6 +527,8 @@ class PythonReference(torchconform.Run):
         # The step's forward (data-parallel, compiled, on request) and the optimizer.
         self.train_model, self.optimizer = self.build_training(self.model)
         self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
+        self.scaler = self.amp.grad_scaler(self.device.type)  # enabled for fp16 only
+        self._step_parameters: Optional[Dict[str, torch.Tensor]] = None  # a workload's (amp_step_on)
         self.epoch, self.position, self.step = -1, 0, 0
         self.batches: Optional[Iterator] = None
         self._last_batch: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
@@ -576,6 +598,8 @@ class PythonReference(torchconform.Run):
     def restore(self, state: Dict[str, object]) -> None:
         self.restore_model_and_optimizer(state["model_state_dict"], state["optimizer_state_dict"])
         self.scheduler.load_state_dict(state["scheduler_state_dict"])
+        if "scaler_state_dict" in state:
+            self.scaler.load_state_dict(state["scaler_state_dict"])
         self.epoch, self.step = int(state["epoch"]), int(state["step"])
         self.set_rng_state(state["rng"])
         sampler = state["sampler"]
@@ -646,6 +670,20 @@ class PythonReference(torchconform.Run):
         # model's initialisation draws on a generator of its own, not the run's.
         with torch.random.fork_rng(devices=[]):
             return self.make_model()
+
+    def amp_step_on(self, forward, parameters, inputs, targets):
+        """This run given over to amp's workload (a run made for it alone): the workload gets an
+        optimizer from make_optimizer() and a fresh scaler in this run's own attributes, and each
+        step is this recipe's amp_forward() and optimisation_step() on it."""
+        self._step_parameters = dict(parameters)
+        self.optimizer = self.make_optimizer(self._step_parameters.values())
+        self.scaler = self.amp.grad_scaler(inputs.device.type)
+
+        def step() -> float:
+            loss = self.amp_forward(lambda: F.cross_entropy(forward(inputs), targets))
+            self.optimisation_step(loss)
+            return loss.item()
+        return step
 
     def declared_init(self) -> List[torchconform.InitSpec]:
         specs = []

@@ -311,9 +311,12 @@ class ClipAfterStep(PythonReference):
 
     def optimisation_step(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
+        self.scaler.scale(loss).backward()
+        self.after_backward(self._step_parameters)
+        self.scaler.unscale_(self.optimizer)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)  # Fail: after the step
 
 
 class NoZeroGrad(PythonReference):
@@ -324,9 +327,12 @@ class NoZeroGrad(PythonReference):
     breaks = {"step_hygiene": ("fresh_gradients",)}
 
     def optimisation_step(self, loss: torch.Tensor) -> None:
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm=CLIP_NORM)
-        self.optimizer.step()
+        self.scaler.scale(loss).backward()  # Fail: no zero_grad: this gradient adds to the last ones
+        self.after_backward(self._step_parameters)
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
 
 
 # --- registration ("Build layers in __init__, never in forward") ----------------------------------
@@ -526,7 +532,7 @@ class FsdpOptimizerBeforeShard(PythonReference):
     breaks = {"fsdp": ("matches_ddp", "shards_one_over_n", "checkpoint_loads_bare")}
 
     def build_training(self, model: nn.Module):
-        optimizer = self.make_optimizer(model)  # Fail: made from the model before it is sharded
+        optimizer = self.make_optimizer(model.parameters())  # Fail: made from the model before it is sharded
         return self.compile_model(self.parallelize(model)), optimizer
 
 
@@ -575,3 +581,87 @@ class FsdpShardedStateDict(PythonReference):
 
     def model_and_optimizer_state(self):
         return self.model.state_dict(), self.optimizer.state_dict()  # Fail: sharded under fully_shard
+
+
+# --- amp ("Reach for mixed precision": torch.amp.autocast with a GradScaler, never a manual .half()) -
+class HalfModel(PythonReference):
+    """the model and its inputs cast to the low-precision dtype by hand (the seeds' Fail:
+    ``model = model.half()``), no autocast and no scaler: the weights themselves are fp16"""
+
+    name = "py_half_model"
+    must_be_caught_by = ("amp",)
+    breaks = {"amp": ("fp32_master_weights", "underflow", "scaler_accounting")}
+
+    def setup(self, options: torchconform.RunOptions) -> None:
+        super().setup(options)
+        if self.amp.enabled:
+            self.model.to(self.amp.torch_dtype)  # Fail: model = model.half()
+            self.scaler = torch.amp.GradScaler(self.device.type, enabled=False)  # no scaler either
+
+    def amp_forward(self, loss_of) -> torch.Tensor:
+        loss = loss_of()  # no autocast: the weights are already low precision
+        return loss if self.amp.loss_weight == 1.0 else loss * self.amp.loss_weight
+
+    def forward_loss(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.amp_forward(lambda: F.cross_entropy(self.train_model(x.to(self.amp.torch_dtype)), y))
+
+
+class StepsPastTheScaler(PythonReference):
+    """``optimizer.step()`` where ``scaler.step(optimizer)`` belongs (the GradScaler added to a loop
+    whose step line stayed): the gradients are unscaled and clipped, the scale backs off after an
+    inf, but the step with the inf is taken, and the parameters go non-finite"""
+
+    name = "py_steps_past_the_scaler"
+    must_be_caught_by = ("amp",)
+    breaks = {"amp": ("scaler_accounting",)}
+
+    def optimisation_step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.after_backward(self._step_parameters)
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)
+        self.optimizer.step()  # Fail: not scaler.step(optimizer), which skips a step with an inf
+        self.scaler.update()
+
+
+class ClipBeforeUnscale(PythonReference):
+    """``clip_grad_norm_`` on the scaled gradients, ``unscale_`` left to ``scaler.step``: the clip
+    threshold is compared with gradients 65536 times too large, so every step is clipped to
+    max_norm / scale"""
+
+    name = "py_clip_before_unscale"
+    must_be_caught_by = ("amp",)
+    breaks = {"amp": ("clip_after_unscale", "parity")}
+
+    def optimisation_step(self, loss: torch.Tensor) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.after_backward(self._step_parameters)
+        torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)  # Fail: still scaled
+        self.scaler.step(self.optimizer)  # unscales, then steps
+        self.scaler.update()
+
+
+class AutocastFixedDtype(PythonReference):
+    """``torch.autocast(device, dtype=torch.float16)`` written once and kept: asked for bf16, the
+    step's matmuls run in fp16 (without the scaler fp16 needs)"""
+
+    name = "py_autocast_fixed_dtype"
+    must_be_caught_by = ("amp",)
+    breaks = {"amp": ("engagement",)}
+
+    def amp_forward(self, loss_of) -> torch.Tensor:
+        with torch.autocast(self.device.type, dtype=torch.float16, enabled=self.amp.enabled):  # Fail: fixed
+            loss = loss_of()
+        return loss if self.amp.loss_weight == 1.0 else loss * self.amp.loss_weight
+
+
+class NoScalerState(_LeavesOut):
+    """the checkpoint leaves out scaler.state_dict(): with fp16 the resumed run starts over at the
+    initial scale"""
+
+    name = "py_no_scaler_state"
+    must_be_caught_by = ("resume_equality",)
+    breaks = {"resume_equality": ("resume_bitwise_amp",)}
+    left_out = "scaler_state_dict"

@@ -129,6 +129,10 @@ def _check_declarations(cls: type, spec: str, path: str, line: int) -> None:
     control = getattr(cls, "control", False)
     if not isinstance(control, bool):
         raise SpecError(f"{where}: control is {type(control).__name__} {control!r}: a bool is expected")
+    amp_dtypes = getattr(cls, "amp_dtypes", ())
+    if isinstance(amp_dtypes, str) or not strings(amp_dtypes) or not set(amp_dtypes) <= {"bf16", "fp16"}:
+        raise SpecError(f"{where}: amp_dtypes is {type(amp_dtypes).__name__} {amp_dtypes!r}: a tuple of 'bf16' "
+                        f"and/or 'fp16' is expected, e.g. ('bf16', 'fp16')")
     for attr in ("name", "description"):
         value = cls.__dict__.get(attr)
         if value is not None and not isinstance(value, str):
@@ -235,3 +239,21 @@ def load_into_bare_model(run: Run, path: str) -> Tuple[str, object, str]:
         return "refused", None, "load_state_dict(strict=True): " + " ".join(lines)[:400]
     with torch.no_grad():
         return "loaded", dict(model.named_parameters()), ""
+
+
+def scaler_state(run: Run) -> Optional[Tuple[float, float, float, int, int]]:
+    """``run.scaler_state()`` as (scale, growth_factor, backoff_factor, growth_interval,
+    growth_tracker), None without an enabled scaler; a dict without those keys is named."""
+    state = run.scaler_state()
+    if state is None:
+        return None
+    if not isinstance(state, dict):
+        raise TypeError(f"{type(run).__qualname__}.scaler_state() returned {type(state).__name__}: a GradScaler's "
+                        f"state_dict() (a dict) or None is expected")
+    missing = [k for k in ("scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker")
+               if k not in state]
+    if missing:
+        raise TypeError(f"{type(run).__qualname__}.scaler_state() returned a dict without {', '.join(missing)}: "
+                        f"a torch.amp.GradScaler's state_dict() is expected")
+    return (float(state["scale"]), float(state["growth_factor"]), float(state["backoff_factor"]),
+            int(state["growth_interval"]), int(state["_growth_tracker"]))

@@ -16,6 +16,40 @@ NamedTensors = Mapping[str, torch.Tensor]
 
 
 @dataclasses.dataclass(frozen=True)
+class AmpOptions:
+    """Mixed precision asked of :meth:`Run.setup` (``tc::AmpOptions``): the checks ``amp`` and
+    ``resume_equality`` (its fp16 pass) set it, for a recipe that lists the dtype in
+    :attr:`Run.amp_dtypes`; the others leave it off. How the recipe trains in it is what is checked:
+    ``torch.autocast`` around the forward and the loss, a ``torch.amp.GradScaler`` for fp16 (none is
+    needed for bf16), the gradients unscaled before clipping."""
+
+    dtype: str = "fp32"
+    """``"fp32"``: off (full precision); ``"bf16"`` or ``"fp16"``: autocast to that dtype."""
+    init_scale: float = 65536.0
+    """The GradScaler's options for fp16 (PyTorch's defaults)."""
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+    loss_weight: float = 1.0
+    """Multiply the loss by this before backward, as a loss averaged over many tokens is small: the
+    check uses it to make gradients as small as a large model's (1.0: leave the loss as it is)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.dtype != "fp32"
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.dtype]
+
+    def grad_scaler(self, device_type: str) -> "torch.amp.GradScaler":
+        """A GradScaler with these options, enabled for fp16 only (disabled, it does nothing)."""
+        return torch.amp.GradScaler(device_type, init_scale=self.init_scale, growth_factor=self.growth_factor,
+                                    backoff_factor=self.backoff_factor, growth_interval=self.growth_interval,
+                                    enabled=self.dtype == "fp16")
+
+
+@dataclasses.dataclass(frozen=True)
 class RunOptions:
     """What a check asks of a fresh run (``tc::RunOptions``)."""
 
@@ -40,6 +74,8 @@ class RunOptions:
     (``DistributedDataParallel``), each rank on its share of every batch. The process group exists
     when setup() runs (``torch.distributed``'s default group). A recipe that cannot train both ways
     raises NotImplementedError for the mode it lacks."""
+    amp: AmpOptions = AmpOptions()
+    """Mixed precision (the checks ``amp`` and ``resume_equality`` set it; see :class:`AmpOptions`)."""
 
 
 @dataclasses.dataclass
@@ -112,6 +148,10 @@ class Run:
     data_parallel_modes: Tuple[str, ...] = ()
     """The values of ``RunOptions.data_parallel`` :meth:`setup` honours (``"fsdp"``, ``"ddp"``): the
     check ``fsdp`` needs "fsdp" here (its cells skip otherwise) and compares with "ddp" when present."""
+    amp_dtypes: Tuple[str, ...] = ()
+    """The mixed-precision dtypes :meth:`setup` honours in ``RunOptions.amp`` (``"bf16"``,
+    ``"fp16"``): the check ``amp`` needs them (its cells skip otherwise), and its train step calls
+    :meth:`after_backward`."""
     control: bool = False
     """A suite's own correct recipe (``->Control()``): a control that must pass, shown apart from the
     recipes under test. Users' recipes leave it False (they are subjects under test)."""
@@ -152,6 +192,25 @@ class Run:
     def optimizer_state(self) -> NamedTensors:
         """The optimizer's state tensors by a stable name (e.g. ``"fc.weight.momentum_buffer"``)."""
         raise NotImplementedError("optimizer_state")
+
+    # --- mixed precision (amp_dtypes) ----------------------------------------------------------
+    def after_backward(self, parameters: Optional[NamedTensors] = None) -> None:
+        """Call it in the train step right after ``backward()``, before ``unscale_``, clipping or the
+        optimizer's step: the check ``amp`` reads the raw (scaled) gradients there and may change
+        them in place (it injects an inf to see the scaler skip the step). ``parameters``: the
+        parameters the step updates (default :meth:`parameters`). Does nothing unless a check asks."""
+        hook = getattr(self, "_tc_after_backward", None)
+        if hook is not None:
+            hook(self.parameters() if parameters is None else parameters)
+
+    def scaler_state(self) -> Optional[Dict[str, object]]:
+        """The GradScaler's ``state_dict()`` after the last step, None when the recipe trains
+        without an enabled one. An attribute ``self.scaler`` holding a ``torch.amp.GradScaler``
+        provides it: no override is needed then."""
+        scaler = getattr(self, "scaler", None)
+        if isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled():
+            return scaler.state_dict()
+        return None
 
     # --- optional probes (the checks skip a cell whose probe is missing) -----------------------
     def example_input(self, batch: int) -> torch.Tensor:
@@ -220,13 +279,25 @@ class Run:
         Yields (inputs, targets). The run itself is not advanced."""
         raise NotImplementedError("data_loader")
 
+    def amp_step_on(self, forward: Callable[[torch.Tensor], torch.Tensor], parameters: NamedTensors,
+                    inputs: torch.Tensor, targets: torch.Tensor) -> Callable[[], float]:
+        """The recipe's mixed-precision step (the one ``RunOptions.amp`` asked for: autocast region,
+        scaler, clipping, optimizer) applied to another model, so that amp can time the procedure on
+        a compute-bound workload (a transformer block): ``forward(x)`` gives its logits (B, classes),
+        ``parameters`` are its live parameters (fp32, on the device), the loss is cross-entropy
+        against ``targets``. Return a function that trains the workload one step and returns the
+        loss as a float. Called after :meth:`setup` on a run made for it alone: this run may keep the
+        workload's optimizer and scaler in its own attributes. Without it, the speed is recorded as
+        not measured."""
+        raise NotImplementedError("amp_step_on")
+
     def model_state_of(self, path: str) -> Dict[str, torch.Tensor]:
         """The model's state dict as the checkpoint at ``path`` holds it (see :meth:`bare_model`)."""
         return find_model_state(torch.load(path, map_location="cpu", weights_only=True), path)
 
 
 PROBES: Tuple[str, ...] = ("example_input", "predict", "forward_train", "last_batch", "training_loss",
-                           "clip_norm", "declared_init", "optimizer", "bare_model", "data_loader")
+                           "clip_norm", "declared_init", "optimizer", "bare_model", "data_loader", "amp_step_on")
 """The optional probes above: the bridge calls a subclass's only where it overrides it."""
 
 
@@ -312,6 +383,6 @@ def recipe_description(cls: type) -> str:
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else "a Python recipe"
 
 
-__all__ = ["EvalResult", "InitSpec", "MODEL_STATE_KEYS", "ModelStateNotFound", "NamedTensors", "PROBES", "RepeatedBatches", "Run",
+__all__ = ["AmpOptions", "EvalResult", "InitSpec", "MODEL_STATE_KEYS", "ModelStateNotFound", "NamedTensors", "PROBES", "RepeatedBatches", "Run",
            "RunOptions", "StepRecord", "find_model_state", "provides", "recipe_description", "recipe_name"]
 
