@@ -418,6 +418,12 @@ if(TC_PYTHON_BRIDGE_BUILT)
   add_test(NAME python.hostile_recipes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_hostile.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.hostile_recipes PROPERTIES LABELS resilience TIMEOUT 900 COST 150)
+  # Correct Python recipes written apart from the reference (a tabular regression without accuracy
+  # or augmentation, a language model on dict batches of token ids): every check that applies
+  # passes them, none assumes the batch's layout (issue 39).
+  add_test(NAME python.written_apart
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_written_apart.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.written_apart PROPERTIES LABELS "unit;python" TIMEOUT 1500 COST 200)
 endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------

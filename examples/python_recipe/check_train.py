@@ -19,6 +19,8 @@ import train
 class TrainRun(torchconform.Run):
     """train.py: StrokeNet (conv-BN) with SGD + warm-up/cosine, random half turns, clipping, mid-epoch resume"""
 
+    does_activation_checkpointing = True  # setup() honours RunOptions.activation_checkpointing
+
     # --- required ---
     def setup(self, options: torchconform.RunOptions) -> None:
         train.seed_everything(options.seed, options.deterministic)

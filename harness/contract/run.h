@@ -63,10 +63,14 @@ struct StepRecord {
   bool training_mode = false;  // model.is_training() during the step
 };
 
+// What evaluation measured, for any task: a classifier's (loss, accuracy, logits (N, classes)), a
+// regression's or a language model's (loss, its outputs; has_accuracy false). The checks compare the
+// loss and the outputs; the accuracy where there is one.
 struct EvalResult {
   double loss = 0.0;
-  double accuracy = 0.0;
-  at::Tensor logits;  // (N, classes), every evaluated sample, in order
+  double accuracy = 0.0;   // a classifier's; read only where has_accuracy
+  at::Tensor logits;       // the model's outputs on every evaluated sample, in order ((N, classes) for a classifier)
+  bool has_accuracy = true;  // false: the task has no accuracy (regression, sequence models)
 };
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;

@@ -189,9 +189,12 @@ EvalResult PythonRun::evaluate() {
     const std::string what = type_name(instance_) + ".evaluate() returned a " + type_name(r) + " whose";
     EvalResult e;
     e.loss = field<double>(r, "loss", e.loss, what);
-    e.accuracy = field<double>(r, "accuracy", e.accuracy, what);
-    if (py::hasattr(r, "logits") && !r.attr("logits").is_none()) {
-      e.logits = tensor_from_python(r.attr("logits"), "evaluate().logits");
+    e.has_accuracy = py::hasattr(r, "accuracy") && !r.attr("accuracy").is_none();
+    if (e.has_accuracy) e.accuracy = as<double>(r.attr("accuracy"), what + " accuracy");
+    for (const char* name : {"logits", "outputs"}) {
+      if (!e.logits.defined() && py::hasattr(r, name) && !r.attr(name).is_none()) {
+        e.logits = tensor_from_python(r.attr(name), std::string("evaluate().") + name);
+      }
     }
     return e;
   });
@@ -298,6 +301,12 @@ torch::optim::Optimizer& PythonRun::optimizer() {
 std::shared_ptr<torch::nn::Module> PythonRun::bare_model() {
   throw ProbeNotProvided("the recipe does not provide bare_model(): a Python recipe's torch.nn.Module "
                          "is not a LibTorch torch::nn::Module");
+}
+
+bool PythonRun::does_activation_checkpointing() const {
+  py::gil_scoped_acquire gil;
+  const py::object v = py::getattr(instance_, "does_activation_checkpointing", py::bool_(false));
+  return as<bool>(v, type_name(instance_) + ".does_activation_checkpointing");
 }
 
 std::string PythonRun::optimizer_algorithm() {

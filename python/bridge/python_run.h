@@ -62,6 +62,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   double clip_norm() const override;
   std::vector<InitSpec> declared_init() const override;
   std::shared_ptr<torch::nn::Module> bare_model() override;
+  // The class attribute does_activation_checkpointing (torchconform.Run: False).
+  bool does_activation_checkpointing() const override;
 
   // OptimizerProbe: the recipe's optimizer() (a torch.optim.Optimizer); ProbeNotProvided without it.
   std::string optimizer_algorithm() override;

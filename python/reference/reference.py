@@ -328,6 +328,7 @@ class PythonReference(torchconform.Run):
     control = True  # the suite's own correct Python recipe (its variants below derive from it)
     data_parallel_modes = ("fsdp", "ddp")  # setup() honours RunOptions.data_parallel (parallelize())
     amp_dtypes = ("bf16", "fp16")  # setup() honours RunOptions.amp (amp_forward(), optimisation_step())
+    does_activation_checkpointing = True  # setup() honours RunOptions.activation_checkpointing
 
     # ---- practice slots (the variants replace one each) ----
     def seed_everything(self) -> None:

@@ -11,36 +11,84 @@ from typing import Dict, List, Optional
 import torch
 
 
+def _map_tensors(batch, f):
+    """``f`` applied to every tensor of ``batch`` (a tensor, or a dict, list or tuple of them, nested)."""
+    if isinstance(batch, torch.Tensor):
+        return f(batch)
+    if isinstance(batch, dict):
+        return type(batch)((k, _map_tensors(v, f)) for k, v in batch.items())
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_map_tensors(v, f) for v in batch)
+    return batch
+
+
+def _tensors(batch) -> List[torch.Tensor]:
+    out: List[torch.Tensor] = []
+    _map_tensors(batch, lambda t: out.append(t) or t)
+    return out
+
+
+def _blur_cost(x: torch.Tensor, rounds: int) -> None:
+    """``rounds`` passes of a blur over every dimension but the batch's (images: the 5-point blur of
+    C++'s ``tc::CostlyAugment``), on a float copy: CPU work in proportion to the tensor's size,
+    whatever its layout (rows of features, token ids, images of any channel count)."""
+    work = x.detach().to(torch.float32)
+    dims = list(range(1, work.dim())) or [0]
+    for _ in range(rounds):
+        acc = work.clone()
+        for d in dims:
+            acc += work.roll(1, d) + work.roll(-1, d)
+        work = acc * (1.0 / (1 + 2 * len(dims)))
+
+
 class CostlyAugment:
     """The check's extra work on each batch's inputs, where the batch is made (C++'s
-    ``tc::CostlyAugment``: a read latency, then ``rounds`` passes of a 5-point blur). Picklable, so
-    that it reaches the workers of any start method."""
+    ``tc::CostlyAugment``: a read latency, then ``rounds`` passes of a blur). It costs CPU time and
+    leaves the inputs as they are (a tensor or a dict, list or tuple of tensors, of any layout and
+    dtype): the recipe's own code goes on with its own batch. Picklable, so that it reaches the
+    workers of any start method."""
 
     def __init__(self, rounds: int, latency_s: float) -> None:
         self.rounds, self.latency_s = int(rounds), float(latency_s)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x):
         if self.latency_s > 0:
             time.sleep(self.latency_s)  # the read
-        for _ in range(self.rounds):  # (B, C, H, W)
-            x = (x + x.roll(1, 2) + x.roll(-1, 2) + x.roll(1, 3) + x.roll(-1, 3)) * 0.2
+        for t in _tensors(x):
+            _blur_cost(t, self.rounds)
         return x
 
 
-class FixedInputs:
-    """Replaces a batch's inputs with one fixed tensor of their shape: what the recipe's augmentation
-    then makes of it shows its randomness alone."""
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+def _fixed_like(x: torch.Tensor) -> torch.Tensor:
+    if x.is_floating_point() or x.is_complex():
         return torch.linspace(0.0, 1.0, x.numel(), dtype=x.dtype).reshape(x.shape)
+    if x.dtype == torch.bool:
+        return (torch.arange(x.numel()) % 2 == 0).reshape(x.shape)
+    top = int(x.max()) + 1 if x.numel() else 1  # integer ids: stay within the values seen (a vocabulary)
+    return (torch.arange(x.numel()) % max(top, 1)).to(x.dtype).reshape(x.shape)
 
 
-def _inputs(batch) -> torch.Tensor:
+class FixedInputs:
+    """Replaces a batch's inputs with fixed tensors of their shapes and dtypes (every tensor of a dict,
+    list or tuple): what the recipe's augmentation then makes of them shows its randomness alone."""
+
+    def __call__(self, x):
+        return _map_tensors(x, _fixed_like)
+
+
+def _inputs(batch):
     return batch[0] if isinstance(batch, (tuple, list)) else batch
 
 
 def _samples(batch) -> int:
-    return int(_inputs(batch).size(0))
+    tensors = _tensors(_inputs(batch))
+    return int(tensors[0].size(0)) if tensors and tensors[0].dim() > 0 else 1
+
+
+def _flat(inputs) -> torch.Tensor:
+    """Every tensor of a batch's inputs as one float64 vector, in order (for bitwise comparison)."""
+    parts = [t.detach().cpu().to(torch.float64).flatten() for t in _tensors(inputs)]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
 
 
 def _shut_down(iterator) -> None:
@@ -90,6 +138,6 @@ def worker_augmentations(run, epoch: int, batches: int) -> List[torch.Tensor]:
     batches = min(batches, int(run.steps_per_epoch()))
     it = iter(run.data_loader(epoch=epoch, batches=batches, transform=FixedInputs()))
     try:
-        return [_inputs(b).detach().cpu().clone() for b in itertools.islice(it, batches)]
+        return [_flat(_inputs(b)) for b in itertools.islice(it, batches)]
     finally:
         _shut_down(it)

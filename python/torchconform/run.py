@@ -95,12 +95,18 @@ class StepRecord:
 
 @dataclasses.dataclass
 class EvalResult:
-    """What :meth:`Run.evaluate` measured on held-out data (``tc::EvalResult``)."""
+    """What :meth:`Run.evaluate` measured on held-out data (``tc::EvalResult``), for any task: a
+    classifier gives its accuracy and logits, a regression or a sequence model its loss and outputs
+    (``accuracy`` left None)."""
 
     loss: float = 0.0
-    accuracy: float = 0.0
+    accuracy: Optional[float] = None
+    """A classifier's accuracy; None for a task without one."""
     logits: Optional[torch.Tensor] = None
-    """(N, classes): every evaluated sample, in order."""
+    """The model's outputs on every evaluated sample, in order: (N, classes) for a classifier,
+    (N, ...) for any other task (``outputs`` is the same field under a task-neutral name)."""
+    outputs: Optional[torch.Tensor] = None
+    """The same as ``logits`` (give one of the two)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +154,9 @@ class Run:
     data_parallel_modes: Tuple[str, ...] = ()
     """The values of ``RunOptions.data_parallel`` :meth:`setup` honours (``"fsdp"``, ``"ddp"``): the
     check ``fsdp`` needs "fsdp" here (its cells skip otherwise) and compares with "ddp" when present."""
+    does_activation_checkpointing: bool = False
+    """Whether :meth:`setup` honours ``RunOptions.activation_checkpointing`` (recomputes activations
+    in backward when asked): the check ``grad_checkpointing`` skips a recipe that does not."""
     amp_dtypes: Tuple[str, ...] = ()
     """The mixed-precision dtypes :meth:`setup` honours in ``RunOptions.amp`` (``"bf16"``,
     ``"fp16"``): the check ``amp`` needs them (its cells skip otherwise), and its train step calls

@@ -209,8 +209,23 @@ void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings&
   const int64_t batches = 8;
   ProbedRun<LoaderProbe> other = fresh(ctx);
   const std::vector<at::Tensor> first = probe.worker_augmentations(batches);
-  const std::string p = augmentation_problem(first, other.probe->worker_augmentations(batches));
+  const std::vector<at::Tensor> second = other.probe->worker_augmentations(batches);
   out.metrics()["augmentations_compared"] = first.size();  // at most one epoch's batches (a Python loader's)
+  // Every batch of one fixed input the same, in both runs: the loader draws no random numbers
+  // (no augmentation, or a deterministic one), so there is no stream for the workers to share or to
+  // seed. Workers sharing a stream give equal batches only across workers (each worker's next batch
+  // draws further), never the whole epoch equal.
+  bool deterministic = first.size() > 1 && first.size() == second.size();
+  for (size_t i = 0; deterministic && i < first.size(); ++i) {
+    deterministic = torch::equal(first[i], first[0]) && torch::equal(second[i], first[0]);
+  }
+  if (deterministic) {
+    out.recorded("worker_augmentations", "no random augmentation: the " + std::to_string(first.size()) +
+                                             " batches of one fixed input came back bitwise equal, in two runs (the "
+                                             "recipe's loader draws no random numbers): nothing for its workers to seed");
+    return;
+  }
+  const std::string p = augmentation_problem(first, second);
   if (!p.empty()) {
     out.broken("worker_augmentations", p);
     return;

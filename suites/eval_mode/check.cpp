@@ -84,11 +84,13 @@ void eval_bitwise(const Evaluated& v, Findings& out) {
                             e1.accuracy == e2.accuracy;
   out.metrics()["evaluations_equal"] = same_outputs;
   if (!same_outputs) {
-    out.broken("eval_bitwise", "two evaluations differ: logits max |diff| " +
+    out.broken("eval_bitwise", "two evaluations differ: outputs max |diff| " +
                                    fmt::sig(max_abs_diff(e1.logits.detach(), e2.logits.detach()), 3) +
-                                   ", accuracy " + fmt::sig(e1.accuracy) + " vs " + fmt::sig(e2.accuracy));
+                                   (e1.has_accuracy ? ", accuracy " + fmt::sig(e1.accuracy) + " vs " + fmt::sig(e2.accuracy)
+                                                    : ", loss " + fmt::sig(e1.loss, 9) + " vs " + fmt::sig(e2.loss, 9)));
   } else {
-    out.held("eval_bitwise", "two evaluations bitwise equal (accuracy " + fmt::sig(e1.accuracy) + ")");
+    out.held("eval_bitwise", "two evaluations bitwise equal (" +
+                                 (e1.has_accuracy ? "accuracy " + fmt::sig(e1.accuracy) : "loss " + fmt::sig(e1.loss, 9)) + ")");
   }
 }
 

@@ -31,7 +31,8 @@ Pass forward_backward(const CheckContext& ctx, bool recompute) {
   std::unique_ptr<Run> run = fresh_run(ctx, opts);
   if (!run->does_activation_checkpointing()) {
     throw SkipCell("precondition: '" + ctx.recipe + "' does no activation checkpointing (its model has no "
-                   "checkpointed segment: Run::does_activation_checkpointing() is false), so there is nothing to "
+                   "checkpointed segment: Run::does_activation_checkpointing() is false; a Python recipe's class "
+                   "attribute does_activation_checkpointing), so there is nothing to "
                    "compare with plain backprop");
   }
   const at::Tensor x = run->example_input(64);  // a batch that does not require grad, as data is

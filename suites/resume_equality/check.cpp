@@ -176,13 +176,25 @@ std::string problems_text(const Scenario& s) {
   return t;
 }
 
-bool implements_amp(const CheckContext& ctx) {
+// "" when fp16 mixed precision can be switched on from outside (an AmpProbe that accepts fp16: a
+// Python recipe lists it in amp_dtypes), else why not.
+std::string amp_unavailable(const CheckContext& ctx) {
   std::unique_ptr<Run> r = ctx.make_run();
-  return dynamic_cast<tc::AmpProbe*>(r.get()) != nullptr;
+  auto* probe = dynamic_cast<tc::AmpProbe*>(r.get());
+  if (probe == nullptr) return "the recipe does not implement tc::AmpProbe";
+  tc::AmpOptions fp16;
+  fp16.dtype = c10::kHalf;
+  try {
+    probe->set_amp(fp16);
+  } catch (const ProbeNotProvided& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // fp32: the plain resume. Returns whether it held.
-bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out, nlohmann::json& fingerprint) {
+bool resume_bitwise(const CheckContext& ctx, const std::string& no_amp, Findings& out, nlohmann::json& fingerprint) {
+  const bool amp_next = no_amp.empty();
   Scenario plain = resume_scenario(ctx, nullptr);
   out.metrics() = plain.metrics;
   fingerprint = plain.fingerprint;
@@ -192,7 +204,7 @@ bool resume_bitwise(const CheckContext& ctx, bool amp_next, Findings& out, nlohm
     return false;
   }
   out.held("resume_bitwise",
-           plain.summary + (amp_next ? "" : "\n(no AMP pass: the recipe does not implement tc::AmpProbe)"));
+           plain.summary + (amp_next ? "" : "\n(no AMP pass: " + no_amp + ")"));
   if (plain.evaluation_problem.empty()) {
     out.held("resume_evaluation", plain.evaluation_summary);
   } else {
@@ -223,9 +235,9 @@ void resume_bitwise_amp(const CheckContext& ctx, Findings& out) {
 
 CheckResult check_resume_equality(const CheckContext& ctx) {
   Findings f;
-  const bool amp = implements_amp(ctx);
+  const std::string no_amp = amp_unavailable(ctx);
   nlohmann::json fingerprint;
-  if (resume_bitwise(ctx, amp, f, fingerprint) && amp) resume_bitwise_amp(ctx, f);
+  if (resume_bitwise(ctx, no_amp, f, fingerprint) && no_amp.empty()) resume_bitwise_amp(ctx, f);
   // What this environment computed, for `compare`: the fp32 straight run (the fp16 pass's metrics
   // may have been moved on top, the fingerprint stays that of fp32).
   f.metrics()["fingerprint"] = fingerprint;
