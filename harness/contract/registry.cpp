@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <vector>
 
 namespace tc {
 
@@ -182,11 +184,20 @@ namespace detail {
   std::abort();
 }
 
+// The builders the registration macros chain on: kept for the program's life (a static
+// registration's builder was a bare `new`, which LeakSanitizer reports at exit).
+template <class B>
+B* keep(std::unique_ptr<B> b) {
+  static std::vector<std::unique_ptr<B>>* kept = new std::vector<std::unique_ptr<B>>();  // never destroyed: no order issue
+  kept->push_back(std::move(b));
+  return kept->back().get();
+}
+
 CheckBuilder* register_check(CheckInfo info) {
   try {
     std::string name = info.name;
     Registry::global().add_check(std::move(info));
-    return new CheckBuilder(Registry::global(), name);  // lives as long as the program
+    return keep(std::unique_ptr<CheckBuilder>(new CheckBuilder(Registry::global(), name)));
   } catch (const std::exception& e) {
     registration_failed(e);
   }
@@ -196,7 +207,7 @@ RecipeBuilder* register_recipe(RecipeInfo info) {
   try {
     std::string name = info.name;
     Registry::global().add_recipe(std::move(info));
-    return new RecipeBuilder(Registry::global(), name);
+    return keep(std::unique_ptr<RecipeBuilder>(new RecipeBuilder(Registry::global(), name)));
   } catch (const std::exception& e) {
     registration_failed(e);
   }

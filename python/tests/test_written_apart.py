@@ -19,8 +19,9 @@ BINARY = None
 RECIPES = {"regression_run": "regression_run.py:RegressionRun", "token_run": "token_run.py:TokenRun"}
 # What may skip, and why: the multi-process checks need a recipe that trains data-parallel, which
 # neither declares; torch_compile needs a recipe that ships compiled; token_run trains without
-# mixed precision; grad_checkpointing needs activation checkpointing.
-MAY_SKIP = {"distributed", "fsdp", "torch_compile", "grad_checkpointing", "init", "amp"}
+# mixed precision; grad_checkpointing needs activation checkpointing; shapes' channels_last needs
+# image batches; token_run declares no initialisation.
+MAY_SKIP = {"distributed", "fsdp", "torch_compile", "grad_checkpointing", "init", "amp", "shapes"}
 
 
 class WrittenApart(unittest.TestCase):
