@@ -8,8 +8,8 @@ way real code gets it wrong, and declares the check that must catch it and the p
                      --python python/reference/variants.py:NoEval ...
 
 Practices of the seeds with no Python variant here, and why (the checks cannot observe a Python
-recipe there yet): no ``set_epoch`` under DDP, a hand-made ``.half()`` (``distributed`` and ``amp``
-read ``DistributedProvider`` and ``AmpProbe``, which have no Python twin).
+recipe there yet): no ``set_epoch`` under DDP (``distributed`` reads ``DistributedProvider``, which has
+no Python twin). The amp variants are at the end (``amp_dtypes``: the bridge's AmpProbe).
 """
 from __future__ import annotations
 

@@ -8,7 +8,9 @@ accuracy: ``EvalResult(loss=mse, outputs=predictions)``. Every check that applie
 """
 from __future__ import annotations
 
-import math
+import copy
+import hashlib
+import io
 import os
 import random
 import tempfile
@@ -22,6 +24,13 @@ import torchconform
 
 FEATURES, HIDDEN, ROWS, EVAL_ROWS, BATCH = 8, 32, 128, 64, 16
 LR, CLIP = 3e-3, 1.0
+
+
+def digest(state: Dict[str, object]) -> str:
+    """sha256 of the state's serialisation (torch.save checks no bytes of the tensors)."""
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return hashlib.sha256(buf.getvalue()).hexdigest()
 
 
 def rows(n: int, seed: int):
@@ -129,18 +138,30 @@ class RegressionRun(torchconform.Run):
                 "torch_rng": torch.get_rng_state()}
 
     def save_checkpoint(self, path: str) -> None:
+        state = self.state()
+        state["sha256"] = digest(state)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)))
         with os.fdopen(fd, "wb") as f:
-            torch.save(self.state(), f)
+            torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
     def load_checkpoint(self, path: str) -> None:
         s = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(s, dict) or s.pop("sha256", None) != digest(s):
+            raise ValueError(f"{path}: the checkpoint does not match its digest")
         missing = {"model", "optimizer", "schedule", "scaler", "epoch", "position", "step", "torch_rng"} - set(s)
         if missing:
             raise KeyError(f"{path}: no {', '.join(sorted(missing))}")
+        before = copy.deepcopy(self.state())
+        try:
+            self.apply(s)
+        except BaseException:
+            self.apply(before)  # whole or not at all
+            raise
+
+    def apply(self, s: Dict[str, object]) -> None:
         self.model.load_state_dict(s["model"])
         self.optimizer.load_state_dict(s["optimizer"])
         self.schedule.load_state_dict(s["schedule"])
