@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -76,14 +77,14 @@ std::vector<std::string> child_argv(const std::vector<PlannedCell>& cells, const
 }
 
 // The plan a recipe's process runs: the group's cells alone, streamed (what child_argv says by exec).
-RunPlan group_plan(const std::vector<PlannedCell>& cells, const RunPlan& plan, const Scratch& s) {
+RunPlan group_plan(const std::vector<PlannedCell>& cells, const RunPlan& plan, const std::string& stream) {
   RunPlan sub = plan;
   sub.checks.clear();
   for (const PlannedCell& p : cells) sub.checks.push_back(p.check->name);
   sub.recipes = {cells.front().recipe->name};
   sub.devices = {cells.front().device};
   sub.isolate = false;
-  sub.cell_stream = s.file("cells.jsonl");
+  sub.cell_stream = stream;
   return sub;
 }
 
@@ -132,7 +133,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
                       log = scratch.file("output.log");
     child::Spec spec;
     if (plan.fork_recipe_processes && forking::single_threaded()) {
-      spec.body = [&registry, sub = group_plan(rest, plan, scratch), crumb] {
+      spec.body = [&registry, sub = group_plan(rest, plan, stream), crumb] {
         stream_cells(registry, sub, crumb);
         return 0;
       };
