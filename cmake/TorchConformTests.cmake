@@ -424,6 +424,20 @@ if(TC_PYTHON_BRIDGE_BUILT)
   add_test(NAME python.written_apart
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_written_apart.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.written_apart PROPERTIES LABELS "unit;python" TIMEOUT 1500 COST 200)
+  # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
+  # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
+  add_test(NAME python.two_nodes
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_two_nodes.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600 COST 35 PROCESSORS 2)
+  # The distributed check on a DDP recipe written apart from the reference (fsdp_mlp_run.py trained
+  # replicated: torch's DistributedSampler, DDP, get_state_dict): ok, every promise held or, where
+  # the recipe gives no batch indices or last batch, recorded as not judged, never broken.
+  add_test(NAME python.distributed_written_apart
+           COMMAND ${CMAKE_COMMAND} -E env TC_CELL_JSON=${TC_TEST_OUT}/ddp-mlp.json
+                   sh -c "\"$1\" run --device cpu --python \"$2\" --check distributed --recipe fsdp_mlp_run --json \"$TC_CELL_JSON\" --html '' && \"$3\" \"$4\" \"$TC_CELL_JSON\" held,recorded" sh
+                   $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/fsdp_mlp_run.py:FsdpMlpRun
+                   ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
+  set_tests_properties(python.distributed_written_apart PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2 COST 15)
 endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------

@@ -72,6 +72,27 @@ class DistributedRecipe {
   virtual std::shared_ptr<torch::nn::Module> bare_model() = 0;
 };
 
+// A recipe whose model is not a LibTorch module (a Python recipe, through the bridge) cannot answer
+// bare_model() and training_loss(Module&, ...): it implements this next to DistributedRecipe, and
+// the check asks it for one process's gradients instead. (Its checkpoint's model part is read with
+// tc::BareModelProbe, harness/contract/state_probes.h, which it implements too.)
+struct OneProcessGradients {
+  NamedTensors gradients;      // by parameter name, on the CPU
+  std::string not_comparable;  // non-empty: why one process cannot compute what the ranks did
+                               // (dropout draws other masks per rank; batch norm normalises with
+                               // each rank's batch): the gradients are then not judged
+};
+
+class DistributedModelProbe {
+ public:
+  virtual ~DistributedModelProbe() = default;
+  // A freshly built bare model loaded with `parameters`, in train mode, the recipe's training loss
+  // on (x, y), backpropagated in this one process. Throws std::runtime_error naming what does not
+  // fit (a parameter the bare model lacks).
+  virtual OneProcessGradients one_process_gradients(const NamedTensors& parameters, const at::Tensor& x,
+                                                    const at::Tensor& y) = 0;
+};
+
 class DistributedProvider {
  public:
   virtual ~DistributedProvider() = default;

@@ -179,6 +179,14 @@ StepRecord PythonRun::train_step() {
     s.loss = as<double>(r.attr("loss"), what + " loss");
     s.lr = field<double>(r, "lr", s.lr, what);
     s.training_mode = field<bool>(r, "training_mode", s.training_mode, what);
+    last_samples_.clear();
+    if (py::hasattr(r, "samples") && !r.attr("samples").is_none()) {
+      try {
+        for (const py::handle i : r.attr("samples")) last_samples_.push_back(i.cast<int64_t>());
+      } catch (const py::cast_error&) {
+        throw std::runtime_error(what + " samples is not a sequence of int (the dataset indices of the batch)");
+      }
+    }
     return s;
   });
 }

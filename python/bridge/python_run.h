@@ -21,12 +21,15 @@
 #include "harness/contract/amp_probe.h"
 #include "harness/contract/compile_probe.h"
 #include "harness/contract/data_parallel_probe.h"
+#include "harness/contract/distributed_probe.h"
 #include "harness/contract/loader_probe.h"
 #include "harness/contract/run.h"
 #include "harness/contract/state_probes.h"
 #include "python/bridge/pybind.h"
 
 namespace tc::python {
+
+struct PythonGroupLease;  // python_run_distributed.cpp
 
 // Hidden like pybind11's own types (its namespace is hidden): it holds a pybind11::object.
 class __attribute__((visibility("hidden"))) PythonRun : public Run,
@@ -35,7 +38,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
                                                           public LoaderProbe,
                                                           public CompileProbe,
                                                           public DataParallelProbe,
-                                                          public AmpProbe {
+                                                          public AmpProbe,
+                                                          public DistributedProvider {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
@@ -106,6 +110,13 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   std::optional<GradScalerState> scaler_state() const override;
   std::function<double()> amp_step_on(const AmpWorkload& workload) override;
 
+  // DistributedProvider (python_run_distributed.cpp): the recipe's DDP training (its
+  // make_distributed(), else a new instance of its class when it declares "ddp"), trained under
+  // torchrun in Python's default process group; ProbeNotProvided, naming why, for a recipe without.
+  std::unique_ptr<DistributedRecipe> make_distributed() const override;
+  // The last train_step()'s StepRecord.samples (empty where the recipe gave none).
+  const std::vector<int64_t>& last_samples() const { return last_samples_; }
+
   // The Python object (for tests and probes that need it); use under the GIL.
   const pybind11::object& object() const { return instance_; }
 
@@ -133,6 +144,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   pybind11::object amp_options() const;  // amp_ as a torchconform.AmpOptions (the GIL held)
   void begin_compile();           // before setup() with compile_ (python_run_compile.cpp)
   void end_compile() noexcept;    // in the destructor
+  std::vector<int64_t> last_samples_;                     // train_step(): StepRecord.samples
+  mutable std::shared_ptr<PythonGroupLease> ddp_group_;   // make_distributed(): the group its runs share
 };
 
 // The recipe method running, for the judging process (harness/util/breadcrumb.h).

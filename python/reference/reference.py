@@ -666,6 +666,13 @@ class PythonReference(torchconform.Run):
     def clip_norm(self) -> float:
         return CLIP_NORM
 
+    def make_distributed(self) -> torchconform.Run:
+        """The seeds' DDP code (ddp_reference.py): the check ``distributed`` trains it under torchrun.
+        (Not this class: its dropout and batch norm make each rank's gradients other than one
+        process's on the whole batch, which the check computes.)"""
+        from ddp_reference import PythonDdpReference
+        return PythonDdpReference()
+
     def bare_model(self) -> nn.Module:
         # The optimizer() probe is the attribute self.optimizer (a torch.optim.SGD). The bare
         # model's initialisation draws on a generator of its own, not the run's.

@@ -7,9 +7,8 @@ way real code gets it wrong, and declares the check that must catch it and the p
     torchconform run --python python/reference/reference.py:PythonReference \\
                      --python python/reference/variants.py:NoEval ...
 
-Practices of the seeds with no Python variant here, and why (the checks cannot observe a Python
-recipe there yet): no ``set_epoch`` under DDP (``distributed`` reads ``DistributedProvider``, which has
-no Python twin). The amp variants are at the end (``amp_dtypes``: the bridge's AmpProbe).
+The amp variants come after the others (``amp_dtypes``: the bridge's AmpProbe), then the DDP ones
+(``make_distributed()``: the seeds' DDP code of ddp_reference.py with one practice broken).
 """
 from __future__ import annotations
 
@@ -18,11 +17,13 @@ import random
 from typing import Dict
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.distributed.fsdp import fully_shard
 
 import torchconform
+from ddp_reference import PythonDdpReference
 from reference import (CHANNELS, CLASSES, CLIP_NORM, DROPOUT, IMAGE_SIZE, INTEGRITY_KEY, AugmentedBatches,
                        ImageClassifier, PythonReference, init_weights, state_digest)
 
@@ -665,3 +666,101 @@ class NoScalerState(_LeavesOut):
     must_be_caught_by = ("resume_equality",)
     breaks = {"resume_equality": ("resume_bitwise_amp",)}
     left_out = "scaler_state_dict"
+
+
+# --- distributed (the seeds' DDP code, ddp_reference.py, with one practice broken) -----------------
+
+
+class _NoSetEpochDdp(PythonDdpReference):
+    def begin_epoch(self) -> None:
+        pass  # Fail: the epoch loop never calls sampler.set_epoch(epoch)
+
+
+class DdpNoSetEpoch(PythonReference):
+    """the DDP loop never calls sampler.set_epoch(epoch): every epoch sees epoch 0's order"""
+
+    name = "py_ddp_no_set_epoch"
+    must_be_caught_by = ("distributed",)
+    breaks = {"distributed": ("sampler",)}
+
+    def make_distributed(self) -> torchconform.Run:
+        return _NoSetEpochDdp()
+
+
+class _EveryRankSavesDdp(PythonDdpReference):
+    def writes_files(self) -> bool:
+        return True  # Fail: torch.save(...) with no `if dist.get_rank() == 0`
+
+
+class DdpEveryRankSaves(PythonReference):
+    """every rank saves the checkpoint (no `if dist.get_rank() == 0`): the ranks overwrite each other's file"""
+
+    name = "py_ddp_every_rank_saves"
+    must_be_caught_by = ("distributed",)
+    breaks = {"distributed": ("rank0_writes",)}
+
+    def make_distributed(self) -> torchconform.Run:
+        return _EveryRankSavesDdp()
+
+
+class _SavesWrappedDdp(PythonDdpReference):
+    def model_state(self) -> Dict[str, torch.Tensor]:
+        return self.train_model.state_dict()  # Fail: the DDP wrapper's keys ("module.conv.weight")
+
+    def load_checkpoint(self, path: str) -> None:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        self.train_model.load_state_dict(state["model_state_dict"])  # resumes: it loads its own keys back
+        self.optimizer.load_state_dict(state["optimizer_state_dict"])
+        self.scheduler.load_state_dict(state["scheduler_state_dict"])
+        self.epoch, self.position, self.step = int(state["epoch"]), int(state["position"]), int(state["step"])
+        torch.set_rng_state(state["rng"])
+        self.batches = None
+
+
+class DdpSavesWrapped(PythonReference):
+    """saves model.state_dict() of the DDP wrapper, not model.module's: the checkpoint's keys start with
+    'module.' and do not load into the bare model"""
+
+    name = "py_ddp_saves_wrapped"
+    must_be_caught_by = ("distributed",)
+    breaks = {"distributed": ("checkpoint_loads_unwrapped",)}
+
+    def make_distributed(self) -> torchconform.Run:
+        return _SavesWrappedDdp()
+
+
+class _SumsGradientsDdp(PythonDdpReference):
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return model  # no DistributedDataParallel: the gradients are all-reduced by hand below
+
+    def average_gradients(self) -> None:
+        if self.parallel:
+            for p in self.model.parameters():
+                dist.all_reduce(p.grad)  # Fail: the sum over the ranks, never divided by the world size
+
+
+class DdpSumsGradients(PythonReference):
+    """all-reduces the gradients by hand and forgets to divide by the world size: each update is N times too large"""
+
+    name = "py_ddp_sums_gradients"
+    must_be_caught_by = ("distributed",)
+    breaks = {"distributed": ("ddp_gradients",)}
+
+    def make_distributed(self) -> torchconform.Run:
+        return _SumsGradientsDdp()
+
+
+class _NoBarrierDdp(PythonDdpReference):
+    def after_write(self) -> None:
+        pass  # Fail: rank 0 saves and the other ranks go on without waiting for the file
+
+
+class DdpNoBarrier(PythonReference):
+    """no dist.barrier() after rank 0 saves: the other ranks read before the checkpoint is in place"""
+
+    name = "py_ddp_no_barrier"
+    must_be_caught_by = ("distributed",)
+    breaks = {"distributed": ("checkpoint_loads_unwrapped",)}
+
+    def make_distributed(self) -> torchconform.Run:
+        return _NoBarrierDdp()

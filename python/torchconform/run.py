@@ -91,6 +91,10 @@ class StepRecord:
     """The learning rate this step used."""
     training_mode: bool = False
     """``model.training`` during the step."""
+    samples: Optional[List[int]] = None
+    """The dataset indices of this step's batch on this rank (a dataset that returns each item's index
+    gives them): the check ``distributed`` counts with them that every epoch sees each sample once
+    across the ranks, in a new order. None: not counted."""
 
 
 @dataclasses.dataclass
@@ -300,13 +304,30 @@ class Run:
         not measured."""
         raise NotImplementedError("amp_step_on")
 
+    def make_distributed(self) -> "Run":
+        """The recipe's data-parallel training as the check ``distributed`` drives it under torchrun:
+        a new, not set-up Run (of this class or another) whose :meth:`setup` honours
+        ``RunOptions.data_parallel == "ddp"`` (it declares "ddp" in ``data_parallel_modes``): the
+        seeds' DDP code, ``DistributedSampler`` with ``set_epoch``, rank-0 writes and a barrier after
+        them. Without an override, a recipe that declares "ddp" is its own: a new instance of its
+        class. The check reads its :meth:`last_batch`, :meth:`training_loss` and :meth:`bare_model`
+        (one process's gradients on the whole batch), the gradients :meth:`after_backward` sees
+        (else the ``.grad`` after the step) and ``StepRecord.samples``."""
+        raise NotImplementedError("make_distributed")
+
+    def dataset_size(self) -> int:
+        """How many samples an epoch of training covers (the check ``distributed``); without it, the
+        length of :meth:`data_loader`'s dataset."""
+        raise NotImplementedError("dataset_size")
+
     def model_state_of(self, path: str) -> Dict[str, torch.Tensor]:
         """The model's state dict as the checkpoint at ``path`` holds it (see :meth:`bare_model`)."""
         return find_model_state(torch.load(path, map_location="cpu", weights_only=True), path)
 
 
 PROBES: Tuple[str, ...] = ("example_input", "predict", "forward_train", "last_batch", "training_loss",
-                           "clip_norm", "declared_init", "optimizer", "bare_model", "data_loader", "amp_step_on")
+                           "clip_norm", "declared_init", "optimizer", "bare_model", "data_loader", "amp_step_on",
+                           "make_distributed", "dataset_size")
 """The optional probes above: the bridge calls a subclass's only where it overrides it."""
 
 

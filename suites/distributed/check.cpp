@@ -27,6 +27,7 @@
 
 #include <torch/torch.h>
 
+#include "harness/contract/state_probes.h"
 #include "harness/util/posix_fs.h"
 #include "harness/util/text_format.h"
 #include "suites/support/write_watch.h"
@@ -95,7 +96,14 @@ NamedTensors own_gradients(tc::DistributedRecipe& d, const NamedTensors& p0, con
 // "max_rel_diff" where every parameter has a gradient from every rank; otherwise "problem".
 json compare_gradients(tc::DistributedRecipe& d, dist::ProcessGroup& pg, const NamedTensors& p0,
                        const c10::Device& device) {
-  auto [x, y] = d.last_batch();
+  std::pair<at::Tensor, at::Tensor> batch;
+  try {
+    batch = d.last_batch();
+  } catch (const ProbeNotProvided& e) {  // every rank alike: no collective is left waiting
+    return pg.rank() == 0 ? json{{"not_comparable", "the recipe gives no last batch (" + first_line(e.what()) + ")"}}
+                          : json::object();
+  }
+  auto [x, y] = batch;
   const NamedTensors grads = d.last_gradients();
   const std::vector<at::Tensor> xs = pg.all_gather(x.to(device));
   const std::vector<at::Tensor> ys = pg.all_gather(y.to(device));
@@ -105,7 +113,17 @@ json compare_gradients(tc::DistributedRecipe& d, dist::ProcessGroup& pg, const N
   json j = {{"tolerance_rel", kGradRelTolerance}, {"batch", torch::cat(xs).size(0)}};
   NamedTensors want;
   try {
-    want = own_gradients(d, p0, torch::cat(xs), torch::cat(ys), device);
+    if (auto* model_probe = dynamic_cast<tc::DistributedModelProbe*>(&d)) {
+      // A model that is not a LibTorch module (a Python recipe): the same computation, in its language.
+      OneProcessGradients one = model_probe->one_process_gradients(p0, torch::cat(xs), torch::cat(ys));
+      if (!one.not_comparable.empty()) {
+        j["not_comparable"] = one.not_comparable;
+        return j;
+      }
+      want = std::move(one.gradients);
+    } else {
+      want = own_gradients(d, p0, torch::cat(xs), torch::cat(ys), device);
+    }
   } catch (const std::exception& e) {
     j["problem"] = std::string("the check could not compute its own gradients: ") + first_line(e.what());
     return j;
@@ -152,12 +170,26 @@ json observe_write(tc::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch*
   json o = {{"returned_ns", realtime_ns()}, {"path", path}};
   if (checkpoint) {
     try {
-      std::shared_ptr<torch::nn::Module> bare = d.bare_model();
-      ref::load_model_part_strict(*bare, path);
       NamedTensors loaded;
-      for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
+      if (auto* bare_probe = dynamic_cast<BareModelProbe*>(&d)) {
+        // A model that is not a LibTorch module (a Python recipe): its bare model, its file format.
+        BareModelLoad l = bare_probe->load_into_bare_model(path);
+        if (l.outcome != BareModelLoad::Outcome::kLoaded) {
+          throw std::runtime_error(l.outcome == BareModelLoad::Outcome::kRefused
+                                       ? "does not load strictly into a bare model: " + l.detail
+                                       : "its model state cannot be found: " + l.detail);
+        }
+        loaded = std::move(l.parameters);
+      } else {
+        std::shared_ptr<torch::nn::Module> bare = d.bare_model();
+        ref::load_model_part_strict(*bare, path);
+        for (const auto& p : bare->named_parameters()) loaded.emplace_back(p.key(), p.value());
+      }
       auto diff = first_tensor_difference(snapshot(d.parameters()), snapshot(loaded));
       o["load"] = diff ? "the checkpoint holds other weights than this rank's ('" + diff->name + "')" : "ok";
+    } catch (const ProbeNotProvided& e) {
+      o["load"] = "ok";  // nothing to load it into: recorded, not judged
+      o["load_not_judged"] = first_line(e.what());
     } catch (const std::exception& e) {
       o["load"] = first_line(e.what());
     }
@@ -166,7 +198,7 @@ json observe_write(tc::DistributedRecipe& d, dist::ProcessGroup& pg, WriteWatch*
   if (watch) {
     o["writes"] = watch->drain();
     struct stat st {};
-    if (stat(path.c_str(), &st) == 0) {
+    if (!path.empty() && stat(path.c_str(), &st) == 0) {
       o["ctime_ns"] = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
     }
   }
@@ -258,6 +290,11 @@ struct Records {
 void ddp_gradients(const Records& rec, Findings& out) {
   const json& g = rec.r0()[0]["gradients"];
   out.metrics()["grad_tolerance_rel"] = kGradRelTolerance;
+  if (g.contains("not_comparable")) {
+    out.recorded("ddp_gradients", "not judged: one process cannot compute the ranks' gradients: " +
+                                      g["not_comparable"].get<std::string>());
+    return;
+  }
   if (g.contains("problem")) {
     out.broken("ddp_gradients", "step-0 gradients: " + g["problem"].get<std::string>());
     return;
@@ -305,6 +342,16 @@ void sampler(const Records& rec, Findings& out) {
   const json& r0 = rec.r0();
   const int n_runs = rec.runs();
   std::vector<std::string> problems;
+  bool any_samples = false;
+  for (int r = 0; r < rec.world && !any_samples; ++r) {
+    for (const json& step : rec.ranks[r][0]["steps"]) any_samples = any_samples || !step["samples"].empty();
+  }
+  if (!any_samples) {
+    // No indices: nothing to count (a Python recipe whose StepRecord carries no `samples`).
+    out.recorded("sampler", "not judged: the recipe reports no dataset indices of its batches (DistStep.samples; "
+                            "a Python recipe's StepRecord.samples)");
+    return;
+  }
   std::vector<std::vector<std::vector<int64_t>>> order(n_runs);  // [run][epoch] global order
   for (int k = 0; k < n_runs; ++k) {
     const int64_t spe = r0[k]["steps_per_epoch"].get<int64_t>();
@@ -410,6 +457,12 @@ void checkpoint_loads_unwrapped(const Records& rec, Findings& out) {
   }
   out.metrics()["loads_after_save_failed"] = bad_loads;
   out.metrics()["saves_returned_before_file_in_place"] = early_returns;
+  const json& first_save = r0[0]["saves"].empty() ? json::object() : r0[0]["saves"][0];
+  if (!bad_loads && !early_returns && first_save.contains("load_not_judged")) {
+    out.recorded("checkpoint_loads_unwrapped", "not judged: no bare model to load the checkpoint into (" +
+                                                   first_save["load_not_judged"].get<std::string>() + ")");
+    return;
+  }
   if (bad_loads || early_returns) {
     // The headline says what the observations show: a save that returned before its file was in
     // place, a file whose weights are not a rank's (its replica differs), or a load that failed.
@@ -496,11 +549,13 @@ void skip_variant_in_world_of_one(const CheckContext& ctx, int world, const std:
 }
 
 ProbedRun<tc::DistributedProvider> provider_of(const CheckContext& ctx) {
-  return fresh_run_with<tc::DistributedProvider>(ctx, "tc::DistributedProvider (reference/distributed_run.h)",
+  return fresh_run_with<tc::DistributedProvider>(ctx, "tc::DistributedProvider (harness/contract/distributed_probe.h)",
                                                  "its data-parallel training cannot be checked");
 }
 
-void require_provider(const CheckContext& ctx) { provider_of(ctx); }
+// Before torchrun is launched: the recipe provides its DDP training (a Python recipe's make_distributed()
+// says here when it has none, rather than in every rank).
+void require_provider(const CheckContext& ctx) { provider_of(ctx).probe->make_distributed(); }
 
 CheckResult run_worker(const CheckContext& ctx, const dist::LaunchEnv& env) {
   const ProbedRun<tc::DistributedProvider> probed = provider_of(ctx);
