@@ -213,7 +213,9 @@ CheckResult check_eval_mode(const CheckContext& ctx) {
   v.buffers1 = snapshot(run->buffers());
 
   Findings f;
-  f.metrics() = {{"eval_accuracy_1", v.e1.accuracy}, {"eval_accuracy_2", v.e2.accuracy},
+  // A task without accuracy (a regression, a language model) records none, not a 0.
+  const auto accuracy = [](const EvalResult& e) { return e.has_accuracy ? nlohmann::json(e.accuracy) : nlohmann::json(nullptr); };
+  f.metrics() = {{"eval_accuracy_1", accuracy(v.e1)}, {"eval_accuracy_2", accuracy(v.e2)},
                  {"eval_loss_1", v.e1.loss}, {"eval_loss_2", v.e2.loss}};
   eval_bitwise(v, f);
   state_untouched(v, f);

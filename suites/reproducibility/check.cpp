@@ -64,6 +64,19 @@ std::string bytes_hash(const at::Tensor& t) {
   return std::string(c.dtype().name()) + "[" + shape + "]:" + hex;
 }
 
+// A task without accuracy (a regression, a language model) records none, not a 0.
+nlohmann::json accuracy_of(const EvalResult& e) { return e.has_accuracy ? nlohmann::json(e.accuracy) : nlohmann::json(nullptr); }
+
+// What the evaluation is compared by: "eval loss, accuracy and logits" or, without accuracy, "eval
+// loss and outputs".
+std::string eval_parts(const EvalResult& e) { return e.has_accuracy ? "eval loss, accuracy and logits" : "eval loss and outputs"; }
+
+// ", accuracy A vs B" where the task has one.
+std::string accuracy_text(const EvalResult& e, const nlohmann::json& other) {
+  if (!e.has_accuracy || !other.is_number()) return "";
+  return ", accuracy " + fmt::sig(e.accuracy) + " vs " + fmt::sig(other.get<double>());
+}
+
 nlohmann::json fingerprint(const Trace& t) {
   nlohmann::json losses = nlohmann::json::array(), params = nlohmann::json::array();
   for (double l : t.losses) losses.push_back(bits(l));
@@ -73,7 +86,7 @@ nlohmann::json fingerprint(const Trace& t) {
   return {{"loss_bits", losses},
           {"params", params},
           {"eval_loss_bits", bits(t.eval.loss)},
-          {"eval_accuracy", t.eval.accuracy},
+          {"eval_accuracy", accuracy_of(t.eval)},
           {"eval_logits", bytes_hash(t.eval.logits)}};
 }
 
@@ -115,8 +128,8 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
   if (here["eval_loss_bits"].get<uint64_t>() != there.at("eval_loss_bits").get<uint64_t>() || here["eval_accuracy"] != there.at("eval_accuracy") ||
       here["eval_logits"] != there.at("eval_logits")) {
     problems.push_back("eval metrics differ: loss " + fmt::sig(a.eval.loss, 9) + " here vs " +
-                       fmt::sig(from_bits(there.at("eval_loss_bits").get<uint64_t>()), 9) + " there, accuracy " +
-                       fmt::sig(a.eval.accuracy) + " vs " + fmt::sig(there.at("eval_accuracy").get<double>()));
+                       fmt::sig(from_bits(there.at("eval_loss_bits").get<uint64_t>()), 9) + " there" +
+                       accuracy_text(a.eval, there.at("eval_accuracy")));
   }
   const std::string what = "a run with seed " + std::to_string(ctx.seed) + " in a fresh process";
   if (!problems.empty()) {
@@ -130,7 +143,7 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
   } else {
     out.held("other_process_bitwise", what + ": " + std::to_string(la.size()) + " losses, " +
                                           std::to_string(pa.size()) +
-                                          " parameter tensors, eval loss, accuracy and logits bitwise equal");
+                                          " parameter tensors, " + eval_parts(a.eval) + " bitwise equal");
   }
 }
 
@@ -152,8 +165,8 @@ void same_seed_bitwise(const CheckContext& ctx, const Trace& a, const Trace& b, 
                           a.eval.accuracy == b.eval.accuracy && torch::equal(a.eval.logits, b.eval.logits);
   if (!eval_equal) {
     problems.push_back("eval metrics differ: loss " + fmt::sig(a.eval.loss, 9) + " vs " +
-                       fmt::sig(b.eval.loss, 9) + ", accuracy " + fmt::sig(a.eval.accuracy) +
-                       " vs " + fmt::sig(b.eval.accuracy) + ", logits max |diff| " +
+                       fmt::sig(b.eval.loss, 9) + accuracy_text(a.eval, accuracy_of(b.eval)) +
+                       (a.eval.has_accuracy ? ", logits" : ", outputs") + " max |diff| " +
                        fmt::sig(max_abs_diff(a.eval.logits, b.eval.logits), 3));
   }
   const std::string what = "two runs with seed " + std::to_string(ctx.seed);
@@ -164,7 +177,7 @@ void same_seed_bitwise(const CheckContext& ctx, const Trace& a, const Trace& b, 
   } else {
     out.held("same_seed_bitwise", what + ": " + std::to_string(a.losses.size()) + " losses, " +
                                       std::to_string(a.params.size()) +
-                                      " parameter tensors, eval loss, accuracy and logits bitwise equal");
+                                      " parameter tensors, " + eval_parts(a.eval) + " bitwise equal");
   }
 }
 
@@ -201,8 +214,8 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
                  {"seed", ctx.seed},
                  {"loss_curve_a", a.losses},
                  {"loss_curve_b", b.losses},
-                 {"eval_accuracy_a", a.eval.accuracy},
-                 {"eval_accuracy_b", b.eval.accuracy}};
+                 {"eval_accuracy_a", accuracy_of(a.eval)},
+                 {"eval_accuracy_b", accuracy_of(b.eval)}};
   // What this environment computed: the first run (the cell's seed, two epochs) for `compare`.
   f.metrics()["fingerprint"] = training_fingerprint(
       "the first of the two runs with seed " + std::to_string(ctx.seed) + " (" + std::to_string(a.losses.size()) +
