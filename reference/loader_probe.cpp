@@ -104,12 +104,25 @@ std::vector<at::Tensor> ReferenceRun::worker_augmentations_in_epoch(int64_t epoc
   position_ = 0;
   for (epoch_ = 0; epoch_ <= epoch; ++epoch_) begin_epoch();  // each epoch draws its seed in turn
   epoch_ = epoch;
-  const at::Tensor probe = data_->images().narrow(0, 0, 4);  // (4, 3, S, S): one fixed input
+  const at::Tensor probe = augmentation_probe_input();  // one fixed input, e.g. (4, 3, S, S)
+  {
+    // The probe stands for the recipe's batches only where it is laid out as they are.
+    const at::Tensor inputs = make_batch(0).images;
+    const auto per_sample = [](const at::Tensor& t) {
+      return std::string(c10::toString(t.scalar_type())) + c10::str(t.sizes().slice(std::min<size_t>(1, t.dim())));
+    };
+    if (per_sample(inputs) != per_sample(probe)) {
+      epoch_ = -1;
+      throw ProbeNotProvided("the augmentation probe's fixed input is laid out " + per_sample(probe) +
+                             " per sample, the recipe's batches " + per_sample(inputs) +
+                             ": override ReferenceRun::augmentation_probe_input() and augment_batch() for its layout");
+    }
+  }
   const uint64_t epoch_seed = sampler_->epoch_seed();
   Loader loader(0, batches, resolved_loader(options_.device.is_cpu()), [&](int64_t i) {
     Batch b;
     b.index = i;
-    b.images = augment(probe, augmentation_seed(epoch_seed, i));  // on a worker thread
+    b.images = augment_batch(probe, augmentation_seed(epoch_seed, i));  // on a worker thread
     return b;
   });
   std::vector<at::Tensor> out;

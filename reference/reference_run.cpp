@@ -107,7 +107,7 @@ Batch ReferenceRun::make_batch(int64_t index) const {
   at::Tensor idx = sampler_->batch_indices(index);  // (B)
   Batch b;
   b.index = index;
-  b.images = augment(data_->images().index_select(0, idx), augmentation_seed(sampler_->epoch_seed(), index));
+  b.images = augment_batch(data_->images().index_select(0, idx), augmentation_seed(sampler_->epoch_seed(), index));
   b.labels = data_->labels().index_select(0, idx);
   if (options_.device.is_cuda()) {
     // Pinned host memory, so the copy in train_step can be asynchronous.
@@ -115,6 +115,12 @@ Batch ReferenceRun::make_batch(int64_t index) const {
     b.labels = b.labels.pin_memory();
   }
   return b;
+}
+
+at::Tensor ReferenceRun::augment_batch(const at::Tensor& inputs, uint64_t seed) const { return augment(inputs, seed); }
+
+at::Tensor ReferenceRun::augmentation_probe_input() const {
+  return data_->images().narrow(0, 0, 4);  // (4, 3, S, S)
 }
 
 LoaderOptions ReferenceRun::resolved_loader(bool host_trains) const {

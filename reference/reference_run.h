@@ -144,6 +144,16 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   virtual std::unique_ptr<GradScaler> make_grad_scaler();
   // The seed a batch's augmentation draws from (called on worker threads).
   virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
+  // The augmentation of a batch's inputs with its seed (on worker threads): the reference's flips,
+  // shifts, gain and noise of (B, 3, S, S) images. make_batch() applies it, and so does the
+  // augmentation probe (data_saturation's worker seeding) to augmentation_probe_input().
+  virtual at::Tensor augment_batch(const at::Tensor& inputs, uint64_t seed) const;
+  // One fixed input for the augmentation probe, laid out as make_batch()'s inputs before the
+  // augmentation: four of the training set's images. A recipe whose make_batch() makes another
+  // layout (rows, token ids) overrides this and augment_batch(); where the probe's input and batch
+  // 0's inputs differ in per-sample shape or dtype, the probe is not provided (the cell skips
+  // naming both layouts) rather than measuring the reference's augmentation.
+  virtual at::Tensor augmentation_probe_input() const;
   // Top of each training epoch: model.train(), sampler.set_epoch(epoch).
   virtual void begin_epoch();
   // Host batch -> device: pinned memory copied with non_blocking (called on the training thread).

@@ -208,7 +208,14 @@ std::string augmentation_problem(const std::vector<at::Tensor>& a, const std::ve
 void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings& out) {
   const int64_t batches = 8;
   ProbedRun<LoaderProbe> other = fresh(ctx);
-  const std::vector<at::Tensor> first = probe.worker_augmentations(batches);
+  std::vector<at::Tensor> first;
+  try {
+    first = probe.worker_augmentations(batches);
+  } catch (const ProbeNotProvided& e) {
+    // The probe needs the recipe's layout (a fixed input laid out as its batches), which it does not declare.
+    out.recorded("worker_augmentations", std::string("not judged: ") + e.what());
+    return;
+  }
   const std::vector<at::Tensor> second = other.probe->worker_augmentations(batches);
   out.metrics()["augmentations_compared"] = first.size();  // at most one epoch's batches (a Python loader's)
   // Every batch of one fixed input the same, in both runs: the loader draws no random numbers

@@ -294,6 +294,53 @@ class TwoFileCheckpoint : public ref::ReferenceRun {
   }
 };
 
+// Tabular rows: batches of (B, 12) features from a table of its own (made by make_batch, no
+// augmentation), an MLP. data_saturation's extra work must cost on rows as on images, and its
+// augmentation probe must not measure the reference's image augmentation instead of the recipe's.
+// Declared: the recipe says what its batches are before augmentation and how it augments them (it
+// does not: identity).
+template <bool Declared>
+class TabularRows : public ref::ReferenceRun {
+ protected:
+  std::shared_ptr<torch::nn::Module> make_model() override {
+    return torch::nn::Sequential(torch::nn::Linear(12, 16), torch::nn::ReLU(), torch::nn::Linear(16, 4)).ptr();
+  }
+  at::Tensor model_forward(const at::Tensor& x) override {
+    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)->forward(x);  // (B, 12) -> (B, 4)
+  }
+  ref::Batch make_batch(int64_t index) const override {
+    const at::Tensor idx = sampler_->batch_indices(index);
+    ref::Batch b;
+    b.index = index;
+    b.images = table().index_select(0, idx);  // (B, 12): no augmentation
+    b.labels = data_->labels().index_select(0, idx);            // (B)
+    return b;
+  }
+  at::Tensor augment_batch(const at::Tensor& rows, uint64_t seed) const override {
+    return Declared ? rows : ReferenceRun::augment_batch(rows, seed);  // declared: none
+  }
+  at::Tensor augmentation_probe_input() const override {
+    return Declared ? table().narrow(0, 0, 4) : ReferenceRun::augmentation_probe_input();
+  }
+
+ private:
+  at::Tensor table() const { return data_->images().flatten(1).narrow(1, 0, 12).contiguous(); }  // (N, 12)
+};
+
+TEST(WrittenDifferently, TabularRowsInDataSaturation) {
+  // Undeclared: the probe's images and the recipe's rows differ in layout: not judged, saying so.
+  const Cell undeclared = run_one("data_saturation", "tabular_rows", make<TabularRows<false>>());
+  expect_nothing_broken(undeclared, "data_saturation", "tabular_rows");
+  EXPECT_EQ(promise_status(undeclared, "worker_augmentations"), "recorded") << undeclared.evidence;
+  EXPECT_NE(undeclared.evidence.find("override ReferenceRun::augmentation_probe_input()"), std::string::npos)
+      << undeclared.evidence;
+  // Declared, no random augmentation: nothing to seed, recorded as such; the waits judged.
+  const Cell declared = run_one("data_saturation", "tabular_rows_declared", make<TabularRows<true>>());
+  expect_nothing_broken(declared, "data_saturation", "tabular_rows_declared");
+  EXPECT_EQ(promise_status(declared, "worker_augmentations"), "recorded") << declared.evidence;
+  EXPECT_NE(declared.evidence.find("no random augmentation"), std::string::npos) << declared.evidence;
+}
+
 TEST(WrittenDifferently, FrozenStem) {
   for (const char* check : {"step_hygiene", "registration", "autograd_inplace", "resume_equality",
                             "checkpoint_safety", "eval_mode", "init"}) {
