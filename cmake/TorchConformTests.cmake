@@ -424,6 +424,10 @@ if(TC_PYTHON_BRIDGE_BUILT)
   add_test(NAME python.written_apart
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_written_apart.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.written_apart PROPERTIES LABELS "unit;python" TIMEOUT 1500 COST 200)
+  # data_saturation's real-step path for Python recipes (what it runs on CUDA) on the CPU: the loader
+  # timed against the recipe's own step, which trains; the copy timing too where CUDA is.
+  add_test(NAME python.loader_real_step COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_loader_real_step.py)
+  set_tests_properties(python.loader_real_step PROPERTIES LABELS "unit;python" TIMEOUT 120 COST 8)
   # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
   # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
   add_test(NAME python.two_nodes

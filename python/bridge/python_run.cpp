@@ -367,9 +367,9 @@ DataWaitStats PythonRun::measure_data_wait(const LoaderProbeOptions& o) {
     throw ProbeNotProvided("the check's extra augmentation is C++ code, which a Python recipe's DataLoader "
                            "workers (other processes) cannot run");
   }
-  if (!o.device) {
-    throw ProbeNotProvided("a Python recipe's loader is measured against a simulated device step only: the "
-                           "real step on its device is not provided yet");
+  if (!o.device && (probes_.count("forward_train") == 0 || probes_.count("training_loss") == 0)) {
+    throw ProbeNotProvided("the real step on the device needs the recipe's forward_train() and training_loss() "
+                           "(torchconform.Run), which it does not provide");
   }
   return probe("data_loader", [&]() -> DataWaitStats { throw ProbeNotProvided("the recipe does not provide data_loader()"); },
                [&](const py::object&) {
@@ -378,7 +378,8 @@ DataWaitStats PythonRun::measure_data_wait(const LoaderProbeOptions& o) {
                      o.loader ? py::object(py::int_(o.loader->prefetch)) : py::object(py::none()), o.warmup_steps,
                      o.steps, costly ? costly->blur_rounds : 0,
                      costly ? std::chrono::duration<double>(costly->read_latency).count() : 0.0,
-                     std::chrono::duration<double>(o.device->step_time()).count());
+                     o.device ? py::object(py::float_(std::chrono::duration<double>(o.device->step_time()).count()))
+                              : py::object(py::none()));
                  DataWaitStats st;
                  st.steps = r["steps"].cast<int64_t>();
                  st.warmup_steps = r["warmup_steps"].cast<int64_t>();
@@ -409,8 +410,17 @@ std::vector<at::Tensor> PythonRun::worker_augmentations_in_epoch(int64_t epoch, 
   return augmentations(epoch, batches);
 }
 
-CopyTiming PythonRun::time_host_to_device_copy(int64_t) {
-  throw ProbeNotProvided("the host-to-device copy of a Python recipe's batches is not timed yet");
+CopyTiming PythonRun::time_host_to_device_copy(int64_t bytes) {
+  return probe("data_loader",
+               [&]() -> CopyTiming { throw ProbeNotProvided("the recipe does not provide data_loader()"); },
+               [&](const py::object&) {
+                 const py::tuple r = py::module_::import("torchconform._loader").attr("time_copy")(instance_, bytes).cast<py::tuple>();
+                 CopyTiming t;
+                 t.call_s = r[0].cast<double>();
+                 t.total_s = r[1].cast<double>();
+                 t.pinned = r[2].cast<bool>();
+                 return t;
+               });
 }
 
 }  // namespace tc::python

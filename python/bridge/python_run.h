@@ -80,7 +80,8 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   // LoaderProbe: the recipe's data_loader() measured and sampled in Python
   // (torchconform/_loader.py), its DataLoader's workers making the batches; ProbeNotProvided
   // without data_loader(). The check's extra work reaches the workers as a CostlyAugment's
-  // parameters; the real step (CUDA) and the host-to-device copy are not provided yet.
+  // parameters. On CUDA the real step (the recipe's forward_train, training_loss and optimizer on its
+  // device) and the copy of a host tensor pinned as its loader pins (torchconform/_loader.py).
   DataWaitStats measure_data_wait(const LoaderProbeOptions& options) override;
   std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
   std::vector<at::Tensor> worker_augmentations_in_epoch(int64_t epoch, int64_t batches) override;

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
@@ -97,14 +97,65 @@ def _shut_down(iterator) -> None:
         shutdown()  # persistent workers too: this loader is the probe's own
 
 
+def run_device(run) -> torch.device:
+    """The device the recipe trains on: its first parameter's."""
+    for p in run.parameters().values():
+        return p.device
+    return torch.device("cpu")
+
+
+def real_step(run) -> Callable[[object], None]:
+    """The recipe's training step on one batch of its loader, on its device: the batch's tensors
+    moved there (``non_blocking``: the copy overlaps where the loader pinned them), the recipe's
+    :meth:`forward_train` and :meth:`training_loss`, backward and its optimizer's step; over when the
+    device is (the loss read back). What data_saturation times against the wait on CUDA."""
+    from torchconform._bridge import the_optimizer
+
+    device = run_device(run)
+    optimizer = the_optimizer(run)
+
+    def step(batch) -> None:
+        x = _map_tensors(batch[0], lambda t: t.to(device, non_blocking=True))
+        y = _map_tensors(batch[1], lambda t: t.to(device, non_blocking=True))
+        loss = run.training_loss(run.forward_train(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+    return step
+
+
+def time_copy(run, nbytes: int) -> Tuple[float, float, bool]:
+    """(seconds in the copy call, seconds until the copy is on the device, pinned): a host tensor of
+    about ``nbytes`` in memory as the recipe's loader leaves its batches (pinned when its DataLoader
+    has ``pin_memory``), moved to the recipe's device with ``non_blocking=True``. (How the recipe's
+    own step moves a batch is its code, which is not seen here: its loader's pinning is.)"""
+    device = run_device(run)
+    loader = run.data_loader(epoch=0, batches=1, workers=0)
+    host = torch.rand(max(1, nbytes // 4))
+    if getattr(loader, "pin_memory", False):
+        host = host.pin_memory()
+    host.to(device, non_blocking=True)  # warm-up: allocator, context
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    on_device = host.to(device, non_blocking=True)
+    call = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    total = time.perf_counter() - t0
+    del on_device
+    return call, total, bool(host.is_pinned())
+
+
 def measure_data_wait(run, workers: Optional[int], prefetch: Optional[int], warmup_steps: int, steps: int,
-                      blur_rounds: int, read_latency_s: float, step_s: float) -> Dict[str, float]:
+                      blur_rounds: int, read_latency_s: float, step_s: Optional[float]) -> Dict[str, float]:
     """``tc::ref::time_data_wait`` over the recipe's loader: warm-up steps not counted, then the time
     blocked in ``next()`` against a device step of ``step_s`` (a sleep: the host is free, as while a
-    GPU runs the step)."""
+    GPU runs the step), or, ``step_s`` None, the recipe's real step on its device (:func:`real_step`)."""
     transform = CostlyAugment(blur_rounds, read_latency_s) if blur_rounds > 0 or read_latency_s > 0 else None
     loader = run.data_loader(epoch=0, batches=warmup_steps + steps, workers=workers, prefetch=prefetch,
                              transform=transform)
+    device_step = real_step(run) if step_s is None else None
     it = iter(loader)
     out = {"steps": 0, "warmup_steps": warmup_steps, "wall_s": 0.0, "wait_s": 0.0, "warmup_wait_s": 0.0,
            "samples": 0}
@@ -115,7 +166,7 @@ def measure_data_wait(run, workers: Optional[int], prefetch: Optional[int], warm
             out["warmup_wait_s"] += time.perf_counter() - t0
             if batch is None:
                 raise RuntimeError("data_loader() ended during the warm-up: it must give `batches` batches")
-            time.sleep(step_s)
+            device_step(batch) if device_step else time.sleep(step_s)
         start = time.perf_counter()
         for _ in range(steps):
             t0 = time.perf_counter()
@@ -123,7 +174,7 @@ def measure_data_wait(run, workers: Optional[int], prefetch: Optional[int], warm
             out["wait_s"] += time.perf_counter() - t0
             if batch is None:
                 break
-            time.sleep(step_s)
+            device_step(batch) if device_step else time.sleep(step_s)
             out["samples"] += _samples(batch)
             out["steps"] += 1
         out["wall_s"] = time.perf_counter() - start
