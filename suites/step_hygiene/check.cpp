@@ -39,7 +39,9 @@
 // fraction of this bound (the margin); a broken step is reported with how many times the bound it is.
 //
 // A differing update is explained only by what reproduces it: the step replayed with no gradient,
-// with this step's gradient unclipped, or with this step's plus the gradient the previous step left,
+// with this step's gradient unclipped, with only the last of its backward passes (micro-batches whose
+// earlier gradients were cleared before the step: zero_grad inside an accumulation loop), with this
+// step's plus the gradient the previous step left, or with that left gradient alone (a stale one),
 // each compared within the same bound. When none does, the evidence says what differs, by how much,
 // and that the cause is not determined.
 //
@@ -204,8 +206,20 @@ struct Cause {
   bool proven = true;               // false: no replay reproduced the update
 };
 
+// The sum of backward passes first..end of a step (parts[k][i]: pass k's gradient of parameter i).
+std::vector<at::Tensor> sum_of_passes(const std::vector<std::vector<at::Tensor>>& parts, size_t first) {
+  std::vector<at::Tensor> out(parts.empty() ? 0 : parts[0].size());
+  for (size_t k = first; k < parts.size(); ++k) {
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (parts[k][i].defined()) out[i] = out[i].defined() ? out[i] + parts[k][i] : parts[k][i];
+    }
+  }
+  return out;
+}
+
 Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const NamedTensors& start,
               const NamedTensors& recipe_after, const std::vector<at::Tensor>& fresh,
+              const std::vector<std::vector<at::Tensor>>& passes,
               const std::vector<at::Tensor>& left_before, const std::vector<at::Tensor>& left_after,
               const Replayed& correct, double max_norm, double kappa) {
   const std::vector<at::Tensor> none(fresh.size());
@@ -241,6 +255,17 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
               true};
     }
   }
+  // Part of the step's gradient: the last backward passes only, the earlier ones cleared before the step.
+  for (size_t first = passes.size() > 1 ? passes.size() - 1 : 0; first >= 1 && first < passes.size(); --first) {
+    const Tolerance t_part = against(recipe_after, start, replay(ctx, opts, before, sum_of_passes(passes, first), max_norm), kappa);
+    if (t_part.within()) {
+      const size_t used = passes.size() - first;
+      return {kFresh, "it equals the update from the last " + (used == 1 ? std::string("one") : std::to_string(used)) +
+                          " of the step's " + std::to_string(passes.size()) + " backward passes alone (within " +
+                          fmt::sig(t_part.ratio, 3) + " of the bound): the gradients of the earlier " +
+                          std::to_string(first) + " were cleared before the step (zero_grad inside the accumulation loop)"};
+    }
+  }
   bool had_left = false;
   std::vector<at::Tensor> summed(fresh.size());
   for (size_t i = 0; i < fresh.size(); ++i) {
@@ -255,10 +280,18 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
                       "step left on the parameters (within " + fmt::sig(t_sum.ratio, 3) +
                           " of the bound): gradients accumulate across steps (not cleared before backward)"};
     }
+    const Tolerance t_stale = against(recipe_after, start, replay(ctx, opts, before, left_before, max_norm), kappa);
+    if (t_stale.within()) {
+      return {kFresh, "it equals the update from the gradient the previous step left on the parameters alone (within " +
+                          fmt::sig(t_stale.ratio, 3) + " of the bound): the step used a stale gradient, not this "
+                          "step's (the optimizer stepped before this step's backward)"};
+    }
   }
   return {kFresh, std::string("none of the explanations tried reproduces it (a step with no gradient; ") +
                       (max_norm > 0 && norm > max_norm ? "the gradient unclipped; " : "") +
-                      (had_left ? "this step's gradient plus the previous step's" : "no gradient was left from a previous step") +
+                      (passes.size() > 1 ? "the last backward passes of " + std::to_string(passes.size()) + "; " : std::string()) +
+                      (had_left ? "this step's gradient plus the previous step's, or the previous step's alone"
+                                : "no gradient was left from a previous step") +
                       ")",
           false, false};
 }
@@ -366,6 +399,7 @@ struct Observed {
   NamedTensors start, state, after;
   std::vector<double> lrs;
   std::vector<at::Tensor> fresh, left_before, left_after;
+  std::vector<std::vector<at::Tensor>> passes;  // passes[k][i]: backward pass k's gradient of parameter i
   GeneratorStates gen;
   double loss = 0.0;
 };
@@ -380,11 +414,15 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
   o.left_before = grads_of(params);
   o.gen = save_generators(device);
   o.fresh.resize(params.size());
+  std::vector<size_t> calls(params.size(), 0);
   HookSet hooks;
   for (size_t i = 0; i < params.size(); ++i) {
-    hooks.add(params[i].second, [&o, i](const at::Tensor& g) {
+    hooks.add(params[i].second, [&o, &calls, i](const at::Tensor& g) {
       at::Tensor c = g.detach().cpu().clone();
       o.fresh[i] = o.fresh[i].defined() ? o.fresh[i] + c : c;  // several backwards in one step add up
+      const size_t k = calls[i]++;  // this parameter's k-th gradient of the step: backward pass k
+      if (o.passes.size() <= k) o.passes.resize(k + 1, std::vector<at::Tensor>(o.fresh.size()));
+      o.passes[k][i] = c;
     });
   }
   o.loss = run.train_step().loss;
@@ -448,7 +486,7 @@ struct Tally {
 void judge_mismatch(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const Observed& o,
                     const Replayed& correct, const Tolerance& tol, double max_norm, double kappa, int64_t t,
                     Tally& tally, Findings& f) {
-  const Cause c = explain(ctx, opts, before, o.start, o.after, o.fresh, o.left_before, o.left_after, correct,
+  const Cause c = explain(ctx, opts, before, o.start, o.after, o.fresh, o.passes, o.left_before, o.left_after, correct,
                           max_norm, kappa);
   const std::string step = "step " + std::to_string(t) + ": ";
   if (c.proven) {

@@ -341,6 +341,62 @@ TEST(WrittenDifferently, TabularRowsInDataSaturation) {
   EXPECT_NE(declared.evidence.find("no random augmentation"), std::string::npos) << declared.evidence;
 }
 
+// Gradient accumulation over uneven micro-batches (16 = 6 + 5 + 5), each micro-batch's loss weighted
+// by its share of the batch, so that the summed gradient is the whole batch's; zero_grad once before
+// the micro-batches, clipping and the step once after them. ZeroGradInLoop: the classic mistake,
+// zero_grad at the top of the micro-batch loop: only the last micro-batch's gradient reaches step().
+template <bool ZeroGradInLoop>
+class AccumulatedMicroBatches : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    micro_losses_.clear();
+    const int64_t batch = x.size(0);
+    at::Tensor reported;
+    int64_t at = 0;
+    for (const int64_t n : {batch - 2 * (batch / 3), batch / 3, batch / 3}) {
+      at::Tensor l = ReferenceRun::forward_loss(x.narrow(0, at, n), y.narrow(0, at, n)) *
+                     (static_cast<double>(n) / static_cast<double>(batch));
+      micro_losses_.push_back(l);
+      reported = reported.defined() ? reported + l.detach() : l.detach();
+      at += n;
+    }
+    return reported;  // the batch's loss: the size-weighted sum of the micro-batches'
+  }
+  void optimisation_step(const at::Tensor&) override {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    for (const at::Tensor& l : micro_losses_) {
+      if (ZeroGradInLoop) optimizer_->zero_grad(/*set_to_none=*/true);
+      scaler_->scale(l).backward();
+    }
+    micro_losses_.clear();
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+
+ private:
+  std::vector<at::Tensor> micro_losses_;
+};
+
+// The gradient the step used: correct accumulation passes; the update from the last micro-batch
+// alone is caught as such (issue 40: before, step_hygiene found the update 1.58e+06x the bound,
+// explained by none of its replays, and passed the cell as not judged).
+TEST(WrittenDifferently, AccumulatedMicroBatches) {
+  const Cell correct = run_one("step_hygiene", "accumulated_micro_batches", make<AccumulatedMicroBatches<false>>());
+  expect_nothing_broken(correct, "step_hygiene", "accumulated_micro_batches");
+  EXPECT_EQ(promise_status(correct, "fresh_gradients"), "held") << correct.evidence;
+  const Cell broken = run_one("step_hygiene", "zero_grad_in_accumulation_loop", make<AccumulatedMicroBatches<true>>());
+  std::cout << "step_hygiene / zero_grad_in_accumulation_loop [" << to_string(broken.verdict) << "]: " << broken.evidence << "\n";
+  EXPECT_EQ(promise_status(broken, "fresh_gradients"), "broken") << broken.evidence;
+  EXPECT_NE(broken.evidence.find("the last one of the step's 3 backward passes alone"), std::string::npos) << broken.evidence;
+  EXPECT_NE(broken.evidence.find("zero_grad inside the accumulation loop"), std::string::npos) << broken.evidence;
+  for (const char* check : {"resume_equality", "autograd_inplace"}) {
+    expect_nothing_broken(check, "accumulated_micro_batches", make<AccumulatedMicroBatches<false>>());
+  }
+}
+
 TEST(WrittenDifferently, FrozenStem) {
   for (const char* check : {"step_hygiene", "registration", "autograd_inplace", "resume_equality",
                             "checkpoint_safety", "eval_mode", "init"}) {
