@@ -1,5 +1,7 @@
 #include "reference/model.h"
 
+#include <cmath>
+
 #include <torch/torch.h>
 
 #include "reference/recompute.h"
@@ -47,6 +49,38 @@ void init_weights(nn::Module& module) {
       nn::init::zeros_(lin->bias);
     }
   });
+}
+
+std::vector<InitSpec> libtorch_default_init(torch::nn::Module& model) {
+  using K = InitSpec::Kind;
+  std::vector<InitSpec> specs;
+  for (const auto& item : model.named_modules("", /*include_self=*/true)) {
+    torch::nn::Module& m = *item.value();
+    const auto own = m.named_parameters(/*recurse=*/false);
+    if (own.is_empty()) continue;
+    const std::string prefix = item.key().empty() ? "" : item.key() + ".";
+    const at::Tensor* weight = own.find("weight");
+    const bool linear_or_conv = dynamic_cast<torch::nn::LinearImpl*>(&m) || dynamic_cast<torch::nn::Conv1dImpl*>(&m) ||
+                                dynamic_cast<torch::nn::Conv2dImpl*>(&m) || dynamic_cast<torch::nn::Conv3dImpl*>(&m);
+    const bool norm = dynamic_cast<torch::nn::BatchNorm1dImpl*>(&m) || dynamic_cast<torch::nn::BatchNorm2dImpl*>(&m) ||
+                      dynamic_cast<torch::nn::BatchNorm3dImpl*>(&m) || dynamic_cast<torch::nn::LayerNormImpl*>(&m) ||
+                      dynamic_cast<torch::nn::GroupNormImpl*>(&m) || dynamic_cast<torch::nn::InstanceNorm1dImpl*>(&m) ||
+                      dynamic_cast<torch::nn::InstanceNorm2dImpl*>(&m) || dynamic_cast<torch::nn::InstanceNorm3dImpl*>(&m);
+    if (linear_or_conv && weight != nullptr) {
+      const double fan_in = static_cast<double>(weight->numel() / weight->size(0));  // in / groups x kernel
+      const double bound = 1.0 / std::sqrt(fan_in);
+      for (const auto& p : own) specs.push_back({prefix + p.key(), K::kUniform, -bound, bound});
+    } else if (norm) {
+      for (const auto& p : own) specs.push_back({prefix + p.key(), K::kConstant, p.key() == "weight" ? 1.0 : 0.0, 0.0});
+    } else if (dynamic_cast<torch::nn::EmbeddingImpl*>(&m)) {
+      for (const auto& p : own) specs.push_back({prefix + p.key(), K::kNormal, 0.0, 1.0});
+    } else {
+      throw ProbeNotProvided("LibTorch's default initialisation of '" + (item.key().empty() ? std::string("the model") : item.key()) +
+                             "' (" + m.name() + ") is not described by libtorch_default_init(): declare its initialisation "
+                             "in declared_init()");
+    }
+  }
+  return specs;
 }
 
 }  // namespace tc::ref

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/pimpl.h>
+
+#include "harness/contract/run.h"
 
 namespace tc::ref {
 
@@ -40,5 +43,14 @@ TORCH_MODULE(ImageClassifier);
 // Explicit initialisation (the defaults differ between layer types and change between releases):
 // conv kaiming-normal (fan_out, relu), BN weight 1 / bias 0, linear normal(0, 0.01) / bias 0.
 void init_weights(torch::nn::Module& module);
+
+// How LibTorch initialises `model` when nothing else does, as declared_init() describes it, for any
+// model built of these modules: Linear and Conv1d/2d/3d (weight and bias uniform in +-1/sqrt(fan_in),
+// fan_in = in_channels / groups x the kernel's size: kaiming_uniform_ with a = sqrt(5)), BatchNorm,
+// InstanceNorm, LayerNorm and GroupNorm (weight 1, bias 0), Embedding (normal, mean 0, std 1). A
+// recipe that keeps LibTorch's defaults returns this from declared_init(); one that initialises
+// explicitly declares its own. Throws tc::ProbeNotProvided naming the first module with parameters
+// of another type (its default is not described here).
+std::vector<InitSpec> libtorch_default_init(torch::nn::Module& model);
 
 }  // namespace tc::ref

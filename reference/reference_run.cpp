@@ -40,14 +40,14 @@ void ReferenceRun::setup(const RunOptions& options) {
 
   data_ = std::make_shared<SyntheticImages>(config_.data);
   eval_data_ = std::make_shared<SyntheticImages>(config_.eval_data);
-  sampler_ = make_sampler(data_->size(), loader_generator_);
+  sampler_ = make_sampler_for(data_->size(), loader_generator_, data_->labels());
 
   module_ = make_model();
   TORCH_CHECK(module_, "make_model() returned no model");
   model_ = ImageClassifier(std::dynamic_pointer_cast<ImageClassifierImpl>(module_));
   if (model_) model_->recompute_features = options_.activation_checkpointing;
   module_->to(options_.device);
-  optimizer_ = make_optimizer(module_->parameters());
+  optimizer_ = make_optimizer_for(parameters());
   scheduler_ = make_schedule(*optimizer_);
   scaler_ = make_grad_scaler();
   loader_.reset();
@@ -65,6 +65,17 @@ std::shared_ptr<torch::nn::Module> ReferenceRun::make_model() { return build_mod
 at::Tensor ReferenceRun::model_forward(const at::Tensor& x) {
   TORCH_CHECK(model_, "the model from make_model() is not an ImageClassifier: override model_forward()");
   return model_->forward(x);
+}
+
+std::unique_ptr<torch::optim::Optimizer> ReferenceRun::make_optimizer_for(const NamedTensors& named_parameters) {
+  std::vector<at::Tensor> tensors;
+  for (const auto& [name, p] : named_parameters) tensors.push_back(p);
+  return make_optimizer(tensors);
+}
+
+std::unique_ptr<Sampler> ReferenceRun::make_sampler_for(int64_t dataset_size, at::Generator generator,
+                                                        const at::Tensor&) {
+  return make_sampler(dataset_size, std::move(generator));
 }
 
 std::unique_ptr<torch::optim::Optimizer> ReferenceRun::make_optimizer(const std::vector<at::Tensor>& parameters) {
@@ -164,6 +175,7 @@ StepRecord ReferenceRun::train_step() {
   ++slot_steps_;
   optimisation_step(loss);
   scheduler_->step();
+  after_step();
   ++step_;
   rec.loss = loss.item<double>();
   return rec;
@@ -273,7 +285,8 @@ std::vector<InitSpec> ReferenceRun::declared_init() const {
   // As init_weights() does: conv kaiming-normal (fan_out, relu), BN 1/0, linear N(0, 0.01)/0.
   if (!model_) {
     throw ProbeNotProvided("the model from make_model() is not the reference's ImageClassifier: override "
-                           "declared_init() to have its initialisation checked");
+                           "declared_init() to have its initialisation checked (a model that keeps LibTorch's "
+                           "defaults returns tc::ref::libtorch_default_init(*module_))");
   }
   std::vector<InitSpec> specs;
   using K = InitSpec::Kind;
@@ -381,6 +394,10 @@ void ReferenceRun::save_checkpoint(const std::string& path) { save_parts(checkpo
 
 void ReferenceRun::load_checkpoint(const std::string& path) {
   load_parts(checkpoint_parts(), path, options_.device);
+  after_loading_parts();
+}
+
+void ReferenceRun::after_loading_parts() {
   loader_.reset();
   if (!sampler_->has_epoch() && epoch_ >= 0) {
     // Nothing says where in the epoch training stopped: start the saved epoch over.

@@ -125,12 +125,20 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // The optimizer over the model's parameters: SGD (config lr, momentum, weight decay). Any
   // torch::optim optimizer; also made for amp_step_on's workload.
   virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Tensor>& parameters);
+  // The same with the parameters' names (model.named_parameters()), for groups chosen by name (no
+  // weight decay on biases and norms). setup() calls this one; its default is make_optimizer() of
+  // the tensors, so a recipe overrides one or the other.
+  virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer_for(const NamedTensors& named_parameters);
   // The learning-rate schedule, stepped after every optimisation step: StepLR (config lr_step_size,
   // lr_gamma), resumable. Any Schedule (reference/schedule.h: WarmupCosine, Resumable<S>).
   virtual std::unique_ptr<Schedule> make_schedule(torch::optim::Optimizer& optimizer);
   // The training sampler: SeededSampler over the dataset with config batch_size and drop_last,
   // shuffling with the loader's seeded generator.
   virtual std::unique_ptr<Sampler> make_sampler(int64_t dataset_size, at::Generator generator);
+  // The same with the training set's labels ((N) int64, on the CPU), for a class-aware sampler.
+  // setup() calls this one, after the data and before make_model(); its default is make_sampler().
+  virtual std::unique_ptr<Sampler> make_sampler_for(int64_t dataset_size, at::Generator generator,
+                                                    const at::Tensor& labels);
   // Forward and loss for one batch already on the device: amp_forward() around the model's forward
   // and cross-entropy, times amp_.loss_weight.
   virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
@@ -142,6 +150,9 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   virtual void optimisation_step(const at::Tensor& loss);
   // The gradient scaler: PyTorch's defaults (amp_.scaler), enabled for fp16 only.
   virtual std::unique_ptr<GradScaler> make_grad_scaler();
+  // After every optimisation step and its schedule step, in train_step(): an exponential moving
+  // average of the weights (EMA), a log. Its state belongs in checkpoint_parts().
+  virtual void after_step() {}
   // The seed a batch's augmentation draws from (called on worker threads).
   virtual uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const;
   // The augmentation of a batch's inputs with its seed (on worker threads): the reference's flips,
@@ -163,6 +174,10 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // ----------------------------------------------------------------------------------------------
 
   bool amp_on() const { return amp_.dtype != c10::kFloat; }
+  // What load_checkpoint() does once the parts are read: the loader restarted at the saved position
+  // (the saved epoch from its start when the sampler kept none). A recipe whose load_checkpoint()
+  // reads a file layout of its own calls it after restoring its parts.
+  void after_loading_parts();
   void after_backward();
   // The parameters optimisation_step() clips: the model's, or the workload's inside amp_step_on.
   std::vector<at::Tensor> step_parameters() const;

@@ -17,6 +17,16 @@ int64_t load_step_count(torch::serialize::InputArchive& archive) {
   return v.toInt();
 }
 
+void save_updates(torch::serialize::OutputArchive& archive, int64_t updates) {
+  archive.write("updates", c10::IValue(updates));
+}
+
+int64_t load_updates(torch::serialize::InputArchive& archive) {
+  c10::IValue v;
+  archive.read("updates", v);
+  return v.toInt();
+}
+
 WarmupCosine::WarmupCosine(torch::optim::Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps,
                            double floor_ratio)
     : optimizer_(optimizer), warmup_(warmup_steps), total_(total_steps), floor_(floor_ratio) {

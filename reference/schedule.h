@@ -5,6 +5,8 @@
 //   Resumable<S>          any torch::optim::LRScheduler S (StepLR, ReduceLROnPlateau's kin, your
 //                         own) made resumable: its step count goes into the checkpoint
 //   WarmupCosine          linear warm-up, then cosine decay to a floor (set from the step count)
+//   ConstantLR            the learning rate the optimizer was made with, every step (a count kept)
+//   PerEpoch<S>           any Schedule S stepped once an epoch instead of once an update
 //
 // A schedule that sets the learning rate from its step count (WarmupCosine) resumes exactly from
 // the count alone. One that multiplies the current rate (StepLR) resumes because the optimizer's
@@ -13,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -76,6 +79,54 @@ class WarmupCosine : public Schedule {
   int64_t warmup_, total_;
   double floor_;
   int64_t count_ = 0;
+};
+
+// The learning rate the optimizer was made with, every step: what a loop without a schedule does.
+// Its step count is kept (and saved) so that a checkpoint records how far training went.
+class ConstantLR : public Schedule {
+ public:
+  void step() override { ++count_; }
+  void save(torch::serialize::OutputArchive& archive) const override { save_step_count(archive, count_); }
+  void load(torch::serialize::InputArchive& archive) override { count_ = load_step_count(archive); }
+  int64_t step_count() const { return count_; }
+
+ private:
+  int64_t count_ = 0;
+};
+
+// PerEpoch's "updates" entry.
+void save_updates(torch::serialize::OutputArchive& archive, int64_t updates);
+int64_t load_updates(torch::serialize::InputArchive& archive);
+
+// Any Schedule stepped once an epoch: step() is called after every update (ReferenceRun's loop) and
+// steps the wrapped schedule when `updates_per_epoch` updates have passed. The updates counted go
+// into the checkpoint beside the wrapped schedule's state, so a resume mid-epoch steps it at the
+// same update. E.g. `std::make_unique<PerEpoch<Resumable<torch::optim::StepLR>>>(steps_per_epoch(),
+// optimizer, 2, 0.5)`: the rate halves every 2 epochs. (steps_per_epoch() is known in
+// make_schedule(): setup() makes the sampler first.)
+template <typename S>
+class PerEpoch : public Schedule {
+ public:
+  template <typename... Args>
+  explicit PerEpoch(int64_t updates_per_epoch, Args&&... args)
+      : per_epoch_(updates_per_epoch), inner_(std::forward<Args>(args)...) {}
+  void step() override {
+    if (++updates_ % per_epoch_ == 0) inner_.step();
+  }
+  void save(torch::serialize::OutputArchive& archive) const override {
+    inner_.save(archive);
+    save_updates(archive, updates_);
+  }
+  void load(torch::serialize::InputArchive& archive) override {
+    inner_.load(archive);
+    updates_ = load_updates(archive);
+  }
+  S& inner() { return inner_; }
+
+ private:
+  int64_t per_epoch_;
+  S inner_;
+  int64_t updates_ = 0;
 };
 
 }  // namespace tc::ref

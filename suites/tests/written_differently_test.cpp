@@ -500,3 +500,138 @@ TEST(BlindSpots, ALearnableTensorOutsideTheModuleTreeIsCaught) {
 
 }  // namespace
 }  // namespace tc
+
+// --- the loop slots of issue 40 (reference/reference_run.h, reference/schedule.h) -----------------
+namespace tc {
+namespace {
+
+// No weight decay on biases and normalisation parameters, chosen by name (make_optimizer_for).
+class NamedNoDecayGroup : public ref::ReferenceRun {
+ protected:
+  std::unique_ptr<torch::optim::Optimizer> make_optimizer_for(const NamedTensors& named) override {
+    std::vector<at::Tensor> decay, no_decay;
+    for (const auto& [name, p] : named) {
+      const bool is_bias = name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0;
+      (is_bias || name.rfind("features.1.", 0) == 0 ? no_decay : decay).push_back(p);  // features.1: BatchNorm
+    }
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decay, std::make_unique<torch::optim::SGDOptions>(
+                                   torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(config_.weight_decay)));
+    groups.emplace_back(no_decay, std::make_unique<torch::optim::SGDOptions>(
+                                      torch::optim::SGDOptions(config_.lr).momentum(config_.momentum).weight_decay(0.0)));
+    return std::make_unique<torch::optim::SGD>(std::move(groups), torch::optim::SGDOptions(config_.lr));
+  }
+};
+
+// LibTorch's default initialisation described (libtorch_default_init), a constant learning rate
+// (ConstantLR): an MLP on the flattened images.
+class DefaultInitConstantLr : public ref::ReferenceRun {
+ protected:
+  std::shared_ptr<torch::nn::Module> make_model() override {
+    namespace nn = torch::nn;
+    const int64_t s = config_.data.image_size;
+    return nn::Sequential(nn::Flatten(), nn::Linear(3 * s * s, 32), nn::LayerNorm(nn::LayerNormOptions({32})), nn::ReLU(),
+                          nn::Linear(32, config_.data.classes))
+        .ptr();
+  }
+  at::Tensor model_forward(const at::Tensor& x) override {
+    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)->forward(x);
+  }
+  std::vector<InitSpec> declared_init() const override { return ref::libtorch_default_init(*module_); }
+  std::unique_ptr<ref::Schedule> make_schedule(torch::optim::Optimizer&) override {
+    return std::make_unique<ref::ConstantLR>();
+  }
+};
+
+// StepLR stepped once an epoch (PerEpoch): the rate halves at each epoch boundary, and a resume
+// mid-epoch steps it at the same update.
+class PerEpochStepLr : public ref::ReferenceRun {
+ protected:
+  std::unique_ptr<ref::Schedule> make_schedule(torch::optim::Optimizer& o) override {
+    return std::make_unique<ref::PerEpoch<ref::Resumable<torch::optim::StepLR>>>(steps_per_epoch(), o, 1, 0.5);
+  }
+};
+
+// A timm-style EMA of the weights (decay 0.9) updated after every step (after_step), evaluated in
+// place of the live weights, kept in the checkpoint. Saved = false: the EMA is left out of the
+// checkpoint, the mistake resume_equality must catch (the resumed EMA starts again from the weights).
+template <bool Saved>
+class EmaAfterStep : public ref::ReferenceRun {
+ public:
+  void setup(const RunOptions& options) override {
+    ReferenceRun::setup(options);
+    torch::NoGradGuard no_grad;
+    ema_.clear();
+    for (const auto& [name, p] : parameters()) ema_.push_back(p.detach().clone());
+  }
+  EvalResult evaluate() override {
+    torch::NoGradGuard no_grad;
+    const NamedTensors live = parameters();
+    std::vector<at::Tensor> kept;
+    for (size_t i = 0; i < live.size(); ++i) {
+      kept.push_back(live[i].second.detach().clone());
+      live[i].second.copy_(ema_[i]);
+    }
+    EvalResult e = ReferenceRun::evaluate();
+    for (size_t i = 0; i < live.size(); ++i) live[i].second.copy_(kept[i]);
+    return e;
+  }
+
+ protected:
+  void after_step() override {
+    torch::NoGradGuard no_grad;
+    const NamedTensors live = parameters();
+    for (size_t i = 0; i < live.size(); ++i) ema_[i].mul_(0.9).add_(live[i].second.detach(), 0.1);
+  }
+  std::vector<ref::CheckpointPart> checkpoint_parts() override {
+    std::vector<ref::CheckpointPart> parts = ReferenceRun::checkpoint_parts();
+    if (Saved) {
+      parts.push_back({"ema",
+                       [this](torch::serialize::OutputArchive& a) {
+                         for (size_t i = 0; i < ema_.size(); ++i) a.write("ema." + std::to_string(i), ema_[i]);
+                       },
+                       [this](torch::serialize::InputArchive& a) {
+                         for (size_t i = 0; i < ema_.size(); ++i) a.read("ema." + std::to_string(i), ema_[i]);
+                       }});
+    }
+    return parts;
+  }
+
+ private:
+  std::vector<at::Tensor> ema_;
+};
+
+TEST(LoopSlots, NamedNoDecayGroupPasses) {
+  for (const char* check : {"step_hygiene", "resume_equality", "registration"}) {
+    expect_nothing_broken(check, "named_no_decay_group", make<NamedNoDecayGroup>());
+  }
+}
+
+TEST(LoopSlots, DefaultInitDescribedAndConstantLrPass) {
+  const Cell init = run_one("init", "default_init_constant_lr", make<DefaultInitConstantLr>());
+  expect_nothing_broken(init, "init", "default_init_constant_lr");
+  EXPECT_EQ(init.verdict, Verdict::kOk) << init.evidence;
+  EXPECT_EQ(init.outcome, Outcome::kPass) << init.evidence;
+  for (const char* check : {"step_hygiene", "resume_equality"}) {
+    expect_nothing_broken(check, "default_init_constant_lr", make<DefaultInitConstantLr>());
+  }
+}
+
+TEST(LoopSlots, PerEpochScheduleResumesMidEpoch) {
+  for (const char* check : {"resume_equality", "step_hygiene"}) {
+    expect_nothing_broken(check, "per_epoch_step_lr", make<PerEpochStepLr>());
+  }
+}
+
+TEST(LoopSlots, EmaAfterStepPassesAndAnEmaLeftOutOfTheCheckpointIsCaught) {
+  for (const char* check : {"resume_equality", "step_hygiene", "eval_mode"}) {
+    expect_nothing_broken(check, "ema_after_step", make<EmaAfterStep<true>>());
+  }
+  const Cell lost = run_one("resume_equality", "ema_not_saved", make<EmaAfterStep<false>>());
+  std::cout << "resume_equality / ema_not_saved [" << to_string(lost.verdict) << "]: " << lost.evidence << "\n";
+  EXPECT_EQ(lost.outcome, Outcome::kFail) << lost.evidence;
+  EXPECT_EQ(promise_status(lost, "resume_evaluation"), "broken") << lost.evidence;
+}
+
+}  // namespace
+}  // namespace tc
