@@ -11,8 +11,16 @@
 //   make_sampler()    which samples make each batch (reference/data.h Sampler); the dataset size,
 //                     batch size and drop_last come from TrainConfig (an uneven last batch when
 //                     drop_last is off and the batch size does not divide the dataset)
+//   make_optimizer_for()  the same with the parameters' names (a no-decay group chosen by name)
+//   make_sampler_for()    the same with the training labels (a class-balanced sampler)
+//   after_step()      after each step and its schedule step (an EMA of the weights)
+//   augment_batch(), augmentation_probe_input()  a batch's augmentation and the probe's fixed input
 //   forward_loss(), amp_forward(), optimisation_step(), make_grad_scaler(), begin_epoch(),
 //   to_device(), make_batch(), eval_loop(), checkpoint_parts(), seed_everything(): the practices.
+// Schedules: reference/schedule.h (ConstantLR, PerEpoch<S>, WarmupCosine, Resumable<S>); a model
+// that keeps LibTorch's initialisation declares it with libtorch_default_init() (reference/model.h).
+// Recipes on each of these slots, every check that applies passing and a variant on each caught:
+// suites/tests/written_differently_test.cpp (LoopSlots, AccumulatedMicroBatches).
 // An AdamW recipe with a warm-up + cosine schedule and an uneven last batch, every check passing:
 // suites/tests/slots_test.cpp.
 #pragma once

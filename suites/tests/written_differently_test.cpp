@@ -13,6 +13,7 @@
 #include "harness/runner.h"
 #include "reference/derived_model.h"
 #include "reference/reference_run.h"
+#include "suites/resume_equality/variants.h"
 #include "suites/tests/test_recipes.h"
 
 namespace tc {
@@ -600,6 +601,100 @@ class EmaAfterStep : public ref::ReferenceRun {
  private:
   std::vector<at::Tensor> ema_;
 };
+
+// Class-balanced batches from the labels make_sampler_for() is given: each epoch shuffles every
+// class's samples (the loader's generator) and deals them out class by class in turn, so that every
+// batch holds the classes in equal share. Its state: the epoch, its order and its augmentation seed.
+class ClassBalancedSampler : public ref::Sampler {
+ public:
+  ClassBalancedSampler(const at::Tensor& labels, int64_t batch, at::Generator g)
+      : labels_(labels.cpu()), batch_(batch), g_(std::move(g)) {}
+  void set_epoch(int64_t epoch) override {
+    epoch_ = epoch;
+    const int64_t classes = labels_.max().item<int64_t>() + 1;
+    std::vector<at::Tensor> per_class;
+    int64_t shortest = labels_.size(0);
+    for (int64_t c = 0; c < classes; ++c) {
+      const at::Tensor idx = (labels_ == c).nonzero().flatten();  // (n_c)
+      per_class.push_back(idx.index_select(0, torch::randperm(idx.size(0), g_, torch::kLong)));
+      shortest = std::min(shortest, idx.size(0));
+    }
+    for (at::Tensor& t : per_class) t = t.narrow(0, 0, shortest);
+    order_ = torch::stack(per_class, 1).flatten();  // (classes * shortest): c0, c1, ..., c0, c1, ...
+    seed_ = static_cast<uint64_t>(torch::randint(1LL << 62, {1}, g_, torch::kLong).item<int64_t>());
+  }
+  bool has_epoch() const override { return order_.defined(); }
+  int64_t epoch() const override { return epoch_; }
+  int64_t batches_per_epoch() const override { return labels_.size(0) / batch_; }
+  at::Tensor batch_indices(int64_t b) const override { return order_.narrow(0, b * batch_, batch_); }
+  uint64_t epoch_seed() const override { return seed_; }
+  void save(torch::serialize::OutputArchive& a) const override {
+    if (!has_epoch()) return;
+    a.write("epoch", c10::IValue(epoch_));
+    a.write("order", order_);
+    a.write("seed", c10::IValue(static_cast<int64_t>(seed_)));
+  }
+  void load(torch::serialize::InputArchive& a) override {
+    at::Tensor order;
+    if (!a.try_read("order", order)) return;
+    c10::IValue e, seed;
+    a.read("epoch", e);
+    a.read("seed", seed);
+    epoch_ = e.toInt();
+    seed_ = static_cast<uint64_t>(seed.toInt());
+    order_ = order.cpu();
+  }
+
+ private:
+  at::Tensor labels_;
+  int64_t batch_;
+  at::Generator g_;
+  int64_t epoch_ = -1;
+  at::Tensor order_;
+  uint64_t seed_ = 0;
+};
+
+class ClassBalanced : public ref::ReferenceRun {
+ public:
+  // The labels of batch b of the current epoch (what the test counts).
+  at::Tensor batch_labels(int64_t b) const { return data_->labels().index_select(0, sampler_->batch_indices(b)); }
+
+ protected:
+  std::unique_ptr<ref::Sampler> make_sampler_for(int64_t, at::Generator g, const at::Tensor& labels) override {
+    return std::make_unique<ClassBalancedSampler>(labels, config_.batch_size, std::move(g));
+  }
+};
+using ClassBalancedNoPosition = variants::Without<variants::kSampler, ClassBalanced>;
+
+TEST(LoopSlots, ClassBalancedSamplerPassesAndItsPositionIsChecked) {
+  ClassBalanced probe;
+  RunOptions o;
+  o.seed = 5;
+  probe.setup(o);
+  probe.train_step();  // the first epoch's order drawn
+  const at::Tensor counts = torch::bincount(probe.batch_labels(0));
+  EXPECT_EQ(counts.min().item<int64_t>(), counts.max().item<int64_t>()) << counts;  // every class in equal share
+  for (const char* check : {"resume_equality", "reproducibility", "step_hygiene"}) {
+    expect_nothing_broken(check, "class_balanced", make<ClassBalanced>());
+  }
+  const Cell lost = run_one("resume_equality", "class_balanced_no_position", make<ClassBalancedNoPosition>());
+  EXPECT_EQ(lost.outcome, Outcome::kFail) << lost.evidence;
+  EXPECT_EQ(promise_status(lost, "resume_bitwise"), "broken") << lost.evidence;
+}
+
+TEST(LoopSlots, PerEpochStepsTheInnerScheduleOnceAnEpoch) {
+  at::Tensor w = torch::zeros({1}, torch::requires_grad());
+  torch::optim::SGD sgd({w}, torch::optim::SGDOptions(1.0));
+  ref::PerEpoch<ref::Resumable<torch::optim::StepLR>> s(3, sgd, 1, 0.5);
+  std::vector<int64_t> inner_steps;
+  for (int i = 0; i < 7; ++i) {
+    s.step();
+    inner_steps.push_back(s.inner().step_count());
+  }
+  // Stepped after updates 3 and 6, the ends of the epochs (what StepLR then does with its count is
+  // LibTorch's: it decays one step later than Python's, shared/LIBTORCH.md).
+  EXPECT_EQ(inner_steps, (std::vector<int64_t>{0, 0, 1, 1, 1, 2, 2}));
+}
 
 TEST(LoopSlots, NamedNoDecayGroupPasses) {
   for (const char* check : {"step_hygiene", "resume_equality", "registration"}) {
