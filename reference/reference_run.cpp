@@ -183,7 +183,7 @@ StepRecord ReferenceRun::train_step() {
 
 at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
   at::Tensor loss = amp_forward(
-      [this, &y](const at::Tensor& in) { return torch::nn::functional::cross_entropy(model_forward(in), y); },
+      [this, &y](const at::Tensor& in) { return loss_of(model_forward(in), y); },
       x);  // scalar, fp32
   return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
 }
@@ -211,9 +211,7 @@ std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
   after_backward_ = nullptr;
   return [this, workload] {
     at::Tensor loss = amp_forward(
-        [&workload](const at::Tensor& in) {
-          return torch::nn::functional::cross_entropy(workload.forward(in), workload.target);
-        },
+        [this, &workload](const at::Tensor& in) { return loss_of(workload.forward(in), workload.target); },
         workload.input);
     optimisation_step(loss);
     return loss.item<double>();
@@ -224,8 +222,12 @@ at::Tensor ReferenceRun::training_loss(const at::Tensor& output, const at::Tenso
   // As forward_loss computes it from the model's output.
   std::optional<AutocastGuard> autocast;
   if (amp_on()) autocast.emplace(options_.device.type(), amp_.dtype);
-  at::Tensor loss = torch::nn::functional::cross_entropy(output, target);
+  at::Tensor loss = loss_of(output, target);
   return amp_.loss_weight == 1.0 ? loss : loss * amp_.loss_weight;
+}
+
+at::Tensor ReferenceRun::loss_of(const at::Tensor& output, const at::Tensor& target) {
+  return torch::nn::functional::cross_entropy(output, target);
 }
 
 std::unique_ptr<GradScaler> ReferenceRun::make_grad_scaler() {

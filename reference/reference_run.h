@@ -14,6 +14,7 @@
 //   make_optimizer_for()  the same with the parameters' names (a no-decay group chosen by name)
 //   make_sampler_for()    the same with the training labels (a class-balanced sampler)
 //   after_step()      after each step and its schedule step (an EMA of the weights)
+//   loss_of()         the loss of the output for the targets (a custom loss), used everywhere
 //   augment_batch(), augmentation_probe_input()  a batch's augmentation and the probe's fixed input
 //   forward_loss(), amp_forward(), optimisation_step(), make_grad_scaler(), begin_epoch(),
 //   to_device(), make_batch(), eval_loop(), checkpoint_parts(), seed_everything(): the practices.
@@ -150,6 +151,11 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // Forward and loss for one batch already on the device: amp_forward() around the model's forward
   // and cross-entropy, times amp_.loss_weight.
   virtual at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y);
+  // The training loss of the model's output for the targets: cross-entropy. A custom loss (label
+  // smoothing, a focal loss) overrides this one slot: forward_loss(), training_loss() (what the
+  // checks recompute) and amp's timing of the recipe's procedure (on a classifier's logits (B,
+  // classes) and class targets (B)) all call it, inside the autocast region where there is one.
+  virtual at::Tensor loss_of(const at::Tensor& output, const at::Tensor& target);
   // The mixed-precision procedure around one forward + loss, of the recipe's own model or of a
   // workload (amp_step_on): loss_of(x) under autocast for the device in use in amp_.dtype, when
   // mixed precision is on.

@@ -696,6 +696,21 @@ TEST(LoopSlots, PerEpochStepsTheInnerScheduleOnceAnEpoch) {
   EXPECT_EQ(inner_steps, (std::vector<int64_t>{0, 0, 1, 1, 1, 2, 2}));
 }
 
+// Label smoothing (0.1) as the custom loss, in the one slot (loss_of).
+class LabelSmoothing : public ref::ReferenceRun {
+ protected:
+  at::Tensor loss_of(const at::Tensor& output, const at::Tensor& target) override {
+    return torch::nn::functional::cross_entropy(output, target,
+                                                torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(0.1));
+  }
+};
+
+TEST(LoopSlots, ACustomLossInItsSlotPassesEveryCheckThatRecomputesIt) {
+  for (const char* check : {"step_hygiene", "autograd_inplace", "resume_equality", "amp"}) {
+    expect_nothing_broken(check, "label_smoothing", make<LabelSmoothing>());
+  }
+}
+
 TEST(LoopSlots, NamedNoDecayGroupPasses) {
   for (const char* check : {"step_hygiene", "resume_equality", "registration"}) {
     expect_nothing_broken(check, "named_no_decay_group", make<NamedNoDecayGroup>());
