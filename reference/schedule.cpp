@@ -7,25 +7,24 @@
 
 namespace tc::ref {
 
-void save_step_count(torch::serialize::OutputArchive& archive, int64_t count) {
-  archive.write("step_count", c10::IValue(count));
+namespace {
+
+void write_count(torch::serialize::OutputArchive& archive, const char* key, int64_t value) {
+  archive.write(key, c10::IValue(value));
 }
 
-int64_t load_step_count(torch::serialize::InputArchive& archive) {
+int64_t read_count(torch::serialize::InputArchive& archive, const char* key) {
   c10::IValue v;
-  archive.read("step_count", v);
+  archive.read(key, v);
   return v.toInt();
 }
 
-void save_updates(torch::serialize::OutputArchive& archive, int64_t updates) {
-  archive.write("updates", c10::IValue(updates));
-}
+}  // namespace
 
-int64_t load_updates(torch::serialize::InputArchive& archive) {
-  c10::IValue v;
-  archive.read("updates", v);
-  return v.toInt();
-}
+void save_step_count(torch::serialize::OutputArchive& archive, int64_t count) { write_count(archive, "step_count", count); }
+int64_t load_step_count(torch::serialize::InputArchive& archive) { return read_count(archive, "step_count"); }
+void save_updates(torch::serialize::OutputArchive& archive, int64_t updates) { write_count(archive, "updates", updates); }
+int64_t load_updates(torch::serialize::InputArchive& archive) { return read_count(archive, "updates"); }
 
 WarmupCosine::WarmupCosine(torch::optim::Optimizer& optimizer, int64_t warmup_steps, int64_t total_steps,
                            double floor_ratio)

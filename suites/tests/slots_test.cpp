@@ -126,43 +126,15 @@ class PlainSgdMlp : public ref::ReferenceRun {
 // Blocks of 4 consecutive samples, the blocks in an order drawn from the loader's generator each
 // epoch, and the epoch's augmentation seed drawn after it. (Its first version returned a constant
 // epoch seed: data_saturation caught it, "batch 0 of epoch 1 got epoch 0's augmentation again".)
-class BlockSampler : public ref::Sampler {
+class BlockSampler : public testing_recipes::DrawnOrderSampler {
  public:
-  BlockSampler(int64_t n, int64_t batch, at::Generator g) : n_(n), batch_(batch), g_(std::move(g)) {}
-  void set_epoch(int64_t epoch) override {
-    epoch_ = epoch;
-    const at::Tensor blocks = torch::randperm(n_ / 4, g_, torch::kLong);  // (n/4)
-    order_ = (blocks.unsqueeze(1) * 4 + torch::arange(4, torch::kLong)).flatten();  // (n)
-    seed_ = static_cast<uint64_t>(torch::randint(1LL << 62, {1}, g_, torch::kLong).item<int64_t>());
-  }
-  bool has_epoch() const override { return order_.defined(); }
-  int64_t epoch() const override { return epoch_; }
-  int64_t batches_per_epoch() const override { return n_ / batch_; }
-  at::Tensor batch_indices(int64_t b) const override { return order_.narrow(0, b * batch_, batch_); }
-  uint64_t epoch_seed() const override { return seed_; }
-  void save(torch::serialize::OutputArchive& a) const override {
-    if (!has_epoch()) return;
-    a.write("epoch", c10::IValue(epoch_));
-    a.write("order", order_);
-    a.write("seed", c10::IValue(static_cast<int64_t>(seed_)));
-  }
-  void load(torch::serialize::InputArchive& a) override {
-    at::Tensor order;
-    if (!a.try_read("order", order)) return;
-    c10::IValue e, seed;
-    a.read("epoch", e);
-    a.read("seed", seed);
-    epoch_ = e.toInt();
-    seed_ = static_cast<uint64_t>(seed.toInt());
-    order_ = order.cpu();
-  }
+  using DrawnOrderSampler::DrawnOrderSampler;
 
- private:
-  int64_t n_, batch_;
-  at::Generator g_;
-  int64_t epoch_ = -1;
-  at::Tensor order_;
-  uint64_t seed_ = 0;
+ protected:
+  at::Tensor draw(at::Generator& g) override {
+    const at::Tensor blocks = torch::randperm(n_ / 4, g, torch::kLong);           // (n/4)
+    return (blocks.unsqueeze(1) * 4 + torch::arange(4, torch::kLong)).flatten();  // (n)
+  }
 };
 
 class BlockSampled : public ref::ReferenceRun {

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <torch/torch.h>
 #include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/nn/modules/linear.h>
@@ -23,6 +24,51 @@
 #include "reference/reference_run.h"
 
 namespace tc::testing_recipes {
+
+// A sampler of the tests' own whose epoch is an order of the dataset's indices and then an
+// augmentation seed, both drawn from the loader's generator in set_epoch() (draw() gives the order);
+// its state is exactly that (epoch, order, seed), so a checkpoint resumes it mid-epoch.
+class DrawnOrderSampler : public ref::Sampler {
+ public:
+  DrawnOrderSampler(int64_t n, int64_t batch, at::Generator g) : n_(n), batch_(batch), g_(std::move(g)) {}
+  void set_epoch(int64_t epoch) override {
+    epoch_ = epoch;
+    order_ = draw(g_);
+    seed_ = static_cast<uint64_t>(torch::randint(1LL << 62, {1}, g_, torch::kLong).item<int64_t>());
+  }
+  bool has_epoch() const override { return order_.defined(); }
+  int64_t epoch() const override { return epoch_; }
+  int64_t batches_per_epoch() const override { return n_ / batch_; }
+  at::Tensor batch_indices(int64_t b) const override { return order_.narrow(0, b * batch_, batch_); }
+  uint64_t epoch_seed() const override { return seed_; }
+  void save(torch::serialize::OutputArchive& a) const override {
+    if (!has_epoch()) return;
+    a.write("epoch", c10::IValue(epoch_));
+    a.write("order", order_);
+    a.write("seed", c10::IValue(static_cast<int64_t>(seed_)));
+  }
+  void load(torch::serialize::InputArchive& a) override {
+    at::Tensor order;
+    if (!a.try_read("order", order)) return;
+    c10::IValue e, seed;
+    a.read("epoch", e);
+    a.read("seed", seed);
+    epoch_ = e.toInt();
+    seed_ = static_cast<uint64_t>(seed.toInt());
+    order_ = order.cpu();
+  }
+
+ protected:
+  // The epoch's order of the n indices (at least batches_per_epoch() * batch of them).
+  virtual at::Tensor draw(at::Generator& g) = 0;
+  int64_t n_, batch_;
+
+ private:
+  at::Generator g_;
+  int64_t epoch_ = -1;
+  at::Tensor order_;
+  uint64_t seed_ = 0;
+};
 
 // Correct, written differently: a model of make_model(), Flatten -> Linear(3 S S, Hidden) -> ReLU ->
 // Linear(Hidden, classes) on the reference's 3 x S x S images, no checkpointed segment.

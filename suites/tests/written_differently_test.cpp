@@ -605,53 +605,27 @@ class EmaAfterStep : public ref::ReferenceRun {
 // Class-balanced batches from the labels make_sampler_for() is given: each epoch shuffles every
 // class's samples (the loader's generator) and deals them out class by class in turn, so that every
 // batch holds the classes in equal share. Its state: the epoch, its order and its augmentation seed.
-class ClassBalancedSampler : public ref::Sampler {
+class ClassBalancedSampler : public testing_recipes::DrawnOrderSampler {
  public:
   ClassBalancedSampler(const at::Tensor& labels, int64_t batch, at::Generator g)
-      : labels_(labels.cpu()), batch_(batch), g_(std::move(g)) {}
-  void set_epoch(int64_t epoch) override {
-    epoch_ = epoch;
+      : DrawnOrderSampler(labels.size(0), batch, std::move(g)), labels_(labels.cpu()) {}
+
+ protected:
+  at::Tensor draw(at::Generator& g) override {
     const int64_t classes = labels_.max().item<int64_t>() + 1;
     std::vector<at::Tensor> per_class;
     int64_t shortest = labels_.size(0);
     for (int64_t c = 0; c < classes; ++c) {
       const at::Tensor idx = (labels_ == c).nonzero().flatten();  // (n_c)
-      per_class.push_back(idx.index_select(0, torch::randperm(idx.size(0), g_, torch::kLong)));
+      per_class.push_back(idx.index_select(0, torch::randperm(idx.size(0), g, torch::kLong)));
       shortest = std::min(shortest, idx.size(0));
     }
     for (at::Tensor& t : per_class) t = t.narrow(0, 0, shortest);
-    order_ = torch::stack(per_class, 1).flatten();  // (classes * shortest): c0, c1, ..., c0, c1, ...
-    seed_ = static_cast<uint64_t>(torch::randint(1LL << 62, {1}, g_, torch::kLong).item<int64_t>());
-  }
-  bool has_epoch() const override { return order_.defined(); }
-  int64_t epoch() const override { return epoch_; }
-  int64_t batches_per_epoch() const override { return labels_.size(0) / batch_; }
-  at::Tensor batch_indices(int64_t b) const override { return order_.narrow(0, b * batch_, batch_); }
-  uint64_t epoch_seed() const override { return seed_; }
-  void save(torch::serialize::OutputArchive& a) const override {
-    if (!has_epoch()) return;
-    a.write("epoch", c10::IValue(epoch_));
-    a.write("order", order_);
-    a.write("seed", c10::IValue(static_cast<int64_t>(seed_)));
-  }
-  void load(torch::serialize::InputArchive& a) override {
-    at::Tensor order;
-    if (!a.try_read("order", order)) return;
-    c10::IValue e, seed;
-    a.read("epoch", e);
-    a.read("seed", seed);
-    epoch_ = e.toInt();
-    seed_ = static_cast<uint64_t>(seed.toInt());
-    order_ = order.cpu();
+    return torch::stack(per_class, 1).flatten();  // (classes * shortest): c0, c1, ..., c0, c1, ...
   }
 
  private:
   at::Tensor labels_;
-  int64_t batch_;
-  at::Generator g_;
-  int64_t epoch_ = -1;
-  at::Tensor order_;
-  uint64_t seed_ = 0;
 };
 
 class ClassBalanced : public ref::ReferenceRun {
