@@ -49,6 +49,15 @@ namespace {
 
 std::string device_text(const c10::Device& d) { return d.is_cuda() ? "cuda" : d.str(); }
 
+// The gradients `parameters` hold now, by name, copied to the CPU (those without one left out).
+NamedTensors gradients_of(const NamedTensors& parameters) {
+  NamedTensors out;
+  for (const auto& [name, p] : parameters) {
+    if (p.grad().defined()) out.emplace_back(name, p.grad().detach().cpu().clone());
+  }
+  return out;
+}
+
 class PythonDistributed final : public DistributedRecipe, public DistributedModelProbe, public BareModelProbe {
  public:
   PythonDistributed(std::unique_ptr<PythonRun> run, std::shared_ptr<PythonGroupLease> lease)
@@ -62,10 +71,7 @@ class PythonDistributed final : public DistributedRecipe, public DistributedMode
     // The gradients the update uses: where the recipe calls after_backward() (DDP has averaged
     // them by then), else what .grad holds after the step.
     run_->set_after_backward([this](const NamedTensors& parameters) {
-      seen_gradients_.clear();
-      for (const auto& [name, p] : parameters) {
-        if (p.grad().defined()) seen_gradients_.emplace_back(name, p.grad().detach().cpu().clone());
-      }
+      seen_gradients_ = gradients_of(parameters);
       gradients_seen_ = true;
     });
     RunOptions options;
@@ -95,12 +101,7 @@ class PythonDistributed final : public DistributedRecipe, public DistributedMode
     s.epoch = r.epoch;
     s.loss = r.loss;
     s.samples = run_->last_samples();
-    if (!gradients_seen_) {
-      seen_gradients_.clear();
-      for (const auto& [name, p] : run_->parameters()) {
-        if (p.grad().defined()) seen_gradients_.emplace_back(name, p.grad().detach().cpu().clone());
-      }
-    }
+    if (!gradients_seen_) seen_gradients_ = gradients_of(run_->parameters());
     return s;
   }
 
