@@ -90,9 +90,9 @@ set(TC_BUILT_TORCH_VERSION ${Torch_VERSION})
 configure_package_config_file(cmake/torchconformConfig.cmake.in
   ${CMAKE_BINARY_DIR}/torchconformConfig.cmake
   INSTALL_DESTINATION ${TC_INSTALL_CMAKEDIR})
-# Compatible with projects written for this minor release and the one before it (deprecated
-# aliases keep the previous release's names for one release: CHANGELOG.md).
-math(EXPR TC_OLDEST_MINOR "${PROJECT_VERSION_MINOR} - 1")
+# Compatible with projects written for this minor release and the two before it (deprecated
+# aliases keep the older releases' names: CHANGELOG.md); 0.5 serves 0.3 and 0.4 projects.
+math(EXPR TC_OLDEST_MINOR "${PROJECT_VERSION_MINOR} - 2")
 if(TC_OLDEST_MINOR LESS 0)
   set(TC_OLDEST_MINOR 0)
 endif()

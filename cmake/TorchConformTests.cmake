@@ -396,14 +396,15 @@ add_test(NAME example.user_recipe
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
 # COST: its 2 minutes (install, a build, every check) start first in a fresh CTest.
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 COST 120)
-# The previous release's user project (examples/compat/user_recipe-0.3, frozen) against this build.
-add_test(NAME compat.user_recipe_0_3
+# The two previous releases' user projects (examples/compat/user_recipe-0.3 and -0.4, frozen)
+# against this build, from one install.
+add_test(NAME compat.user_recipes
          COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
-                 -DWORK=${TC_TEST_OUT}/compat_0_3 -DGENERATOR=${CMAKE_GENERATOR}
+                 -DWORK=${TC_TEST_OUT}/compat -DGENERATOR=${CMAKE_GENERATOR}
                  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
-set_tests_properties(compat.user_recipe_0_3 PROPERTIES LABELS example TIMEOUT 1500 COST 110)
+set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 COST 180)
 # A team's Python training script (examples/python_recipe, its own directory) through the installed
 # binary's `run --python`: the installed torchconform package imported, the cells ok, language python.
 # Three checks, about a minute: reproducibility (a fresh process too), resume_equality, eval_mode.
@@ -428,6 +429,10 @@ if(TC_PYTHON_BRIDGE_BUILT)
   # timed against the recipe's own step, which trains; the copy timing too where CUDA is.
   add_test(NAME python.loader_real_step COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_loader_real_step.py)
   set_tests_properties(python.loader_real_step PROPERTIES LABELS "unit;python" TIMEOUT 120 COST 8)
+  # Gradient accumulation in a Python loop: correct (uneven micro-batches weighed) and undivided.
+  add_test(NAME python.accumulation
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_accumulation.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.accumulation PROPERTIES LABELS "unit;python" TIMEOUT 900 COST 60)
   # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
   # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
   add_test(NAME python.two_nodes

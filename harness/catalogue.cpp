@@ -10,7 +10,10 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
   json j = {{"checks", json::array()}, {"recipes", json::array()}};
   for (const CheckInfo& c : reg.checks()) {
     json promises = json::array();
-    for (const PromiseInfo& p : c.promises) promises.push_back({{"id", p.id}, {"text", p.text}, {"timing", p.timing}});
+    for (const PromiseInfo& p : c.promises) {
+      promises.push_back({{"id", p.id}, {"text", p.text}, {"timing", p.timing},
+                          {"not_judged_cells", p.timing ? json(nullptr) : json(p.not_judged_cells)}});
+    }
     json detects = json::array();
     for (const ThrownDetection& d : c.detects_by_throwing) {
       detects.push_back({{"promise", d.promise}, {"message_contains", d.message_contains}});

@@ -108,6 +108,12 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells) {
     }
     os << " total=" << it->second.at("total") << '\n';
   }
+  // What ended without a verdict, per check: the exception, counted (cells with a promise recorded).
+  if (!s.not_judged.empty()) {
+    os << "  not judged (cells with a promise recorded, not judged):";
+    for (const auto& [check, per] : s.not_judged) os << ' ' << check << '=' << per.at("");
+    os << '\n';
+  }
   print_error_owners(os, cells);
 }
 

@@ -240,6 +240,20 @@ std::string render_html(const Report& r) {
     h << "<span class=\"" << escape(verdict) << "\">" << escape(verdict) << ": " << count << "</span> &nbsp; ";
   }
   h << "total: " << s.total << "</p>\n";
+  if (!s.not_judged.empty()) {
+    h << "<p id=\"not-judged\">not judged (cells that ended a promise recorded without a verdict, per check):";
+    for (const auto& [check, per] : s.not_judged) {
+      h << " <span class=\"count\" title=\"";
+      bool first = true;
+      for (const auto& [id, n] : per) {
+        if (id.empty()) continue;
+        h << (first ? "" : ", ") << escape(id) << " " << n;
+        first = false;
+      }
+      h << "\">" << escape(check) << ": " << per.at("") << "</span>";
+    }
+    h << "</p>\n";
+  }
   summary_section(h, r.cells);
   environment_section(h, r.environment);
 

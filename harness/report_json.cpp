@@ -64,6 +64,15 @@ json report_to_json(const Report& r) {
   json summary = s.counts;
   summary["total"] = s.total;
   summary["by_role"] = s.by_role;
+  json not_judged = json::object();
+  for (const auto& [check, per] : s.not_judged) {
+    json promises = json::object();
+    for (const auto& [id, n] : per) {
+      if (!id.empty()) promises[id] = n;
+    }
+    not_judged[check] = {{"cells", per.count("") ? per.at("") : 0}, {"promises", promises}};
+  }
+  summary["not_judged"] = not_judged;
   json j = {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
             {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
             {"summary", summary}};

@@ -42,8 +42,8 @@ void ReferenceRun::setup(const RunOptions& options) {
   eval_data_ = std::make_shared<SyntheticImages>(config_.eval_data);
   sampler_ = make_sampler_for(data_->size(), loader_generator_, data_->labels());
 
-  module_ = make_model();
-  TORCH_CHECK(module_, "make_model() returned no model");
+  module_ = new_model();
+  TORCH_CHECK(module_, "new_model() (or make_model()) returned no model");
   model_ = ImageClassifier(std::dynamic_pointer_cast<ImageClassifierImpl>(module_));
   if (model_) model_->recompute_features = options_.activation_checkpointing;
   module_->to(options_.device);
@@ -61,6 +61,11 @@ void ReferenceRun::seed_everything() {
 }
 
 std::shared_ptr<torch::nn::Module> ReferenceRun::make_model() { return build_model().ptr(); }
+
+std::shared_ptr<torch::nn::Module> ReferenceRun::new_model() const {
+  // 0.4's recipes override make_model(), which is not const: it is still what builds their model.
+  return const_cast<ReferenceRun*>(this)->make_model();
+}
 
 at::Tensor ReferenceRun::model_forward(const at::Tensor& x) {
   TORCH_CHECK(model_, "the model from make_model() is not an ImageClassifier: override model_forward()");
@@ -171,14 +176,72 @@ StepRecord ReferenceRun::train_step() {
   at::Tensor x = to_device(batch->images);  // (B, 3, S, S)
   at::Tensor y = to_device(batch->labels);  // (B)
   last_batch_ = {x.clone(), y};
-  at::Tensor loss = forward_loss(x, y);
+  at::Tensor loss = step_loss(x.size(0), [this, &x, &y](int64_t start, int64_t n) {
+    return n == x.size(0) ? forward_loss(x, y) : forward_loss(x.narrow(0, start, n), y.narrow(0, start, n));
+  });
   ++slot_steps_;
   optimisation_step(loss);
+  loss = reported_loss(loss);
   scheduler_->step();
   after_step();
   ++step_;
   rec.loss = loss.item<double>();
   return rec;
+}
+
+at::Tensor ReferenceRun::step_loss(int64_t batch, std::function<at::Tensor(int64_t, int64_t)> loss) {
+  std::vector<int64_t> sizes = micro_batch_sizes(batch);
+  int64_t total = 0;
+  for (int64_t n : sizes) {
+    TORCH_CHECK(n > 0, "micro_batch_sizes(", batch, "): a micro-batch of size ", n, " (each must hold a sample)");
+    total += n;
+  }
+  TORCH_CHECK(total == batch, "micro_batch_sizes(", batch, ") adds up to ", total, ", not to the batch's ", batch);
+  if (sizes.size() <= 1) return loss(0, batch);
+  micro_batches_ = MicroBatches{std::move(sizes), batch, std::move(loss), at::Tensor()};
+  return at::Tensor();
+}
+
+at::Tensor ReferenceRun::reported_loss(const at::Tensor& loss) {
+  if (loss.defined()) return loss;
+  TORCH_CHECK(micro_batches_ && micro_batches_->reported.defined(),
+              "the step has micro-batches (micro_batch_sizes()) and optimisation_step() did not run them: an "
+              "optimisation_step() of the recipe's own calls backward(loss), which runs each micro-batch");
+  at::Tensor r = micro_batches_->reported;
+  micro_batches_.reset();
+  return r;
+}
+
+void ReferenceRun::backward(const at::Tensor& loss) {
+  if (loss.defined()) {
+    backward_micro_batch(loss);
+    return;
+  }
+  TORCH_CHECK(micro_batches_ && !micro_batches_->reported.defined(),
+              "backward(): an undefined loss and no micro-batches waiting");
+  MicroBatches& m = *micro_batches_;
+  int64_t start = 0;
+  at::Tensor reported;
+  for (int64_t n : m.sizes) {
+    const at::Tensor l = weigh_micro_batch(m.loss(start, n), n, m.batch);
+    backward_micro_batch(l);
+    reported = reported.defined() ? reported + l.detach() : l.detach();
+    start += n;
+  }
+  m.reported = reported;
+}
+
+at::Tensor ReferenceRun::weigh_micro_batch(const at::Tensor& loss, int64_t n, int64_t batch) {
+  return loss * (static_cast<double>(n) / static_cast<double>(batch));
+}
+
+void ReferenceRun::backward_micro_batch(const at::Tensor& loss) { scaler_->scale(loss).backward(); }
+
+std::vector<int64_t> ReferenceRun::even_split(int64_t batch, int64_t parts) {
+  TORCH_CHECK(parts > 0 && parts <= batch, "even_split: ", parts, " parts of a batch of ", batch);
+  std::vector<int64_t> sizes;
+  for (int64_t i = 0; i < parts; ++i) sizes.push_back(batch / parts + (i < batch % parts ? 1 : 0));
+  return sizes;
 }
 
 at::Tensor ReferenceRun::forward_loss(const at::Tensor& x, const at::Tensor& y) {
@@ -210,11 +273,15 @@ std::function<double()> ReferenceRun::amp_step_on(const AmpWorkload& workload) {
   scaler_ = make_grad_scaler();
   after_backward_ = nullptr;
   return [this, workload] {
-    at::Tensor loss = amp_forward(
-        [this, &workload](const at::Tensor& in) { return loss_of(workload.forward(in), workload.target); },
-        workload.input);
+    const int64_t batch = workload.input.size(0);
+    at::Tensor loss = step_loss(batch, [this, &workload, batch](int64_t start, int64_t n) {
+      const bool whole = n == batch;
+      const at::Tensor target = whole || workload.target.dim() == 0 ? workload.target : workload.target.narrow(0, start, n);
+      return amp_forward([this, &workload, &target](const at::Tensor& in) { return loss_of(workload.forward(in), target); },
+                         whole ? workload.input : workload.input.narrow(0, start, n));
+    });
     optimisation_step(loss);
-    return loss.item<double>();
+    return reported_loss(loss).item<double>();
   };
 }
 
@@ -251,7 +318,7 @@ std::vector<at::Tensor> ReferenceRun::step_parameters() const {
 
 void ReferenceRun::optimisation_step(const at::Tensor& loss) {
   optimizer_->zero_grad(/*set_to_none=*/true);
-  scaler_->scale(loss).backward();
+  backward(loss);  // the scaled loss's backward, or each micro-batch's in turn
   after_backward();
   scaler_->unscale_(*optimizer_);  // clip the true gradients, not the scaled ones
   torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
@@ -276,7 +343,7 @@ at::Tensor ReferenceRun::predict(const at::Tensor& x) {
   return out;
 }
 
-std::shared_ptr<torch::nn::Module> ReferenceRun::bare_model() { return make_model(); }
+std::shared_ptr<torch::nn::Module> ReferenceRun::bare_model() { return new_model(); }
 
 at::Tensor ReferenceRun::forward_train(const at::Tensor& x) {
   module_->train();

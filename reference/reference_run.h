@@ -92,8 +92,9 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // a model of make_model() has no checkpointed segment unless the recipe says so by overriding this.
   bool does_activation_checkpointing() const override { return !model_.is_empty(); }
 
-  // Read by no check, example or test: deprecated in 0.4, removed in 0.5 (docs/api.md's contract).
-  [[deprecated("unused; removed in torchconform 0.5: the seeds are the ones seed_everything() was given")]]
+  // Read by no check, example or test: deprecated in 0.4, kept in 0.5 for the 0.3 and 0.4 projects it
+  // still builds, removed in 0.6 (docs/api.md's contract).
+  [[deprecated("unused; removed in torchconform 0.6: the seeds are the ones seed_everything() was given")]]
   const SeedRecord& seed_record() const { return seed_record_; }
 
   // LoaderProbe (reference/loader_probe.cpp): the data pipeline measured on its own.
@@ -123,8 +124,13 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // --- practice slots -------------------------------------------------------------------------
   // Seeds everything, the loader's generator included, and records determinism.
   virtual void seed_everything();
-  // The model: any module, explicitly initialised. The default is build_model()'s. A model that is
-  // not an ImageClassifier overrides model_forward() too (and declared_init() to have init checked).
+  // The model, built anew on every call: any module, explicitly initialised. setup() keeps the one
+  // it trains (module_; typed through model_as<T>()), bare_model() returns another. const, so that
+  // it keeps nothing: a model kept in a member of the recipe would be replaced by bare_model()'s
+  // call without a word. Its default is make_model() (0.4's slot). A model that is not an
+  // ImageClassifier overrides model_forward() too (and declared_init() to have init checked).
+  virtual std::shared_ptr<torch::nn::Module> new_model() const;
+  // 0.4's model slot, new_model()'s default: build_model()'s classifier. Prefer new_model().
   virtual std::shared_ptr<torch::nn::Module> make_model();
   // The reference's classifier (or one derived from it: reference/derived_model.h), built in its
   // constructor and explicitly initialised; make_model()'s default.
@@ -160,8 +166,24 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // workload (amp_step_on): loss_of(x) under autocast for the device in use in amp_.dtype, when
   // mixed precision is on.
   virtual at::Tensor amp_forward(const std::function<at::Tensor(const at::Tensor&)>& loss_of, const at::Tensor& x);
-  // zero_grad(set_to_none) -> backward (of the scaled loss) -> unscale_ -> clip -> step -> update.
+  // zero_grad(set_to_none) -> backward(loss) -> unscale_ -> clip -> step -> update.
   virtual void optimisation_step(const at::Tensor& loss);
+  // Gradient accumulation: the sizes the step's batch is split into, in order (default: {batch},
+  // none). With more than one, train_step() and amp's timing of the recipe (amp_step_on) hand
+  // optimisation_step() an undefined loss, and its backward() runs each micro-batch in turn:
+  // forward_loss() of the micro-batch, weighed by weigh_micro_batch(), backward_micro_batch(), so
+  // one micro-batch's graph is freed before the next is built; the step follows the last. The
+  // step's reported loss is the sum of the weighed losses. even_split() gives near-equal sizes.
+  virtual std::vector<int64_t> micro_batch_sizes(int64_t batch) const { return {batch}; }
+  // A micro-batch's loss as it enters the step's gradient: its mean loss times its share of the
+  // batch (n / batch), so uneven micro-batches add up to the whole batch's mean-loss gradient.
+  virtual at::Tensor weigh_micro_batch(const at::Tensor& loss, int64_t n, int64_t batch);
+  // The backward of one loss (the whole batch's, or a weighed micro-batch's): of the loss scaled by
+  // the gradient scaler.
+  virtual void backward_micro_batch(const at::Tensor& loss);
+  // `batch` split into `parts` contiguous sizes as near equal as can be, the first ones one larger
+  // (torch.tensor_split's split): 16 into 3 is {6, 5, 5}.
+  static std::vector<int64_t> even_split(int64_t batch, int64_t parts);
   // The gradient scaler: PyTorch's defaults (amp_.scaler), enabled for fp16 only.
   virtual std::unique_ptr<GradScaler> make_grad_scaler();
   // After every optimisation step and its schedule step, in train_step(): an exponential moving
@@ -188,11 +210,23 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // ----------------------------------------------------------------------------------------------
 
   bool amp_on() const { return amp_.dtype != c10::kFloat; }
+  // The model setup() keeps (new_model()'s) as its own type, e.g. model_as<MyNetImpl>().forward(x)
+  // in model_forward(); a clear error when it is another type.
+  template <class T>
+  T& model_as() const {
+    T* typed = dynamic_cast<T*>(module_.get());
+    TORCH_CHECK(typed != nullptr, "model_as<T>(): the model from new_model() is a ",
+                module_ ? module_->name() : std::string("null module"), ", not the type asked for");
+    return *typed;
+  }
   // What load_checkpoint() does once the parts are read: the loader restarted at the saved position
   // (the saved epoch from its start when the sampler kept none). A recipe whose load_checkpoint()
   // reads a file layout of its own calls it after restoring its parts.
   void after_loading_parts();
   void after_backward();
+  // The backward of the step, in optimisation_step(): backward_micro_batch(loss), or with
+  // micro-batches (loss undefined) each micro-batch's forward, weighing and backward in turn.
+  void backward(const at::Tensor& loss);
   // The parameters optimisation_step() clips: the model's, or the workload's inside amp_step_on.
   std::vector<at::Tensor> step_parameters() const;
   // Whether train_step() is ReferenceRun's (an override that calls it counts): the probes that run
@@ -232,6 +266,20 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
  private:
   std::optional<std::vector<at::Tensor>> step_parameters_;  // set inside amp_step_on's step
   int64_t slot_steps_ = 0;  // optimisation_step() calls made by ReferenceRun::train_step
+  // The step's micro-batches waiting for backward(): their sizes, the loss of the micro-batch at
+  // (start, n), and the sum of the weighed losses once backward() has run them.
+  struct MicroBatches {
+    std::vector<int64_t> sizes;
+    int64_t batch = 0;
+    std::function<at::Tensor(int64_t, int64_t)> loss;
+    at::Tensor reported;
+  };
+  std::optional<MicroBatches> micro_batches_;
+  // The step's loss: loss(0, batch) without accumulation; with micro-batches (micro_batch_sizes())
+  // an undefined tensor, the micro-batches left for backward().
+  at::Tensor step_loss(int64_t batch, std::function<at::Tensor(int64_t, int64_t)> loss);
+  // The loss the step reports: `loss` when defined, else the micro-batches' sum (after backward()).
+  at::Tensor reported_loss(const at::Tensor& loss);
 };
 
 }  // namespace tc::ref

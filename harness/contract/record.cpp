@@ -99,6 +99,17 @@ Summary summarize(const std::vector<Cell>& cells) {
     }
     ++it->second[to_string(c.verdict)];
     ++it->second["total"];
+    if (c.verdict == Verdict::kSkipped || !c.metrics.is_object() || !c.metrics.contains("promises") ||
+        !c.metrics["promises"].is_array()) {
+      continue;
+    }
+    bool any = false;
+    for (const auto& p : c.metrics["promises"]) {
+      if (!p.is_object() || p.value("status", std::string()) != "recorded") continue;
+      ++s.not_judged[c.check][p.value("id", std::string("?"))];
+      any = true;
+    }
+    if (any) ++s.not_judged[c.check][""];
   }
   s.total = static_cast<int>(cells.size());
   return s;

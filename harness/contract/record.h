@@ -76,6 +76,9 @@ struct Summary {
   int total = 0;
   // role name -> verdict name -> count, and "total"; only the roles that have cells
   std::map<std::string, std::map<std::string, int>> by_role;
+  // Per check, the cells (not skipped) that ended a promise not judged (status "recorded": measured
+  // or preconditioned, no verdict), and per promise how many: check -> promise -> cells ("" -> any).
+  std::map<std::string, std::map<std::string, int>> not_judged;
 };
 
 Summary summarize(const std::vector<Cell>& cells);

@@ -99,6 +99,14 @@ std::vector<std::string> Registry::validate() const {
     }
   }
   for (const CheckInfo& c : checks_) {
+    for (const auto& [id, cells] : c.not_judged_pins) {
+      const auto p = std::find_if(c.promises.begin(), c.promises.end(), [&](const PromiseInfo& q) { return q.id == id; });
+      if (p == c.promises.end() || p->timing) {
+        problems.push_back("check '" + c.name + "' (" + c.file + ":" + std::to_string(c.line) + ") pins NotJudged('" +
+                           id + "'), " + (p == c.promises.end() ? "a promise it does not register before the pin"
+                                                                 : "a timing promise, which is not pinned"));
+      }
+    }
     for (const ThrownDetection& d : c.detects_by_throwing) {
       const bool known = std::any_of(c.promises.begin(), c.promises.end(),
                                      [&](const PromiseInfo& p) { return p.id == d.promise; });
@@ -123,6 +131,13 @@ CheckBuilder* CheckBuilder::Promise(const std::string& id, const std::string& te
 }
 CheckBuilder* CheckBuilder::TimingPromise(const std::string& id, const std::string& text) {
   info().promises.push_back({id, text, true});
+  return this;
+}
+CheckBuilder* CheckBuilder::NotJudged(const std::string& id, int cells) {
+  info().not_judged_pins.emplace_back(id, cells);  // an unknown id: validate() names it
+  for (PromiseInfo& p : info().promises) {
+    if (p.id == id) p.not_judged_cells = cells;
+  }
   return this;
 }
 CheckBuilder* CheckBuilder::MultiProcess(int ranks) {

@@ -115,6 +115,11 @@ struct PromiseInfo {
   // the machine's speed as well as from the recipe, so a variant of another promise may break it
   // too where the machine makes it so (e.g. fp32 timed against bf16 on a CPU whose bf16 is fast).
   bool timing = false;
+  // The most cells of the CPU matrix's judged tier (the reference on every check, each variant on
+  // the checks it targets; ctest's quick tier) that may end this promise recorded, not judged:
+  // pinned (->NotJudged), so that a change that judges less fails suites/not_judged_pins.py.
+  // Timing promises are not pinned (a machine's speed decides them).
+  int not_judged_cells = 0;
 };
 
 // An error a check declares as its detection: a cell of a variant it targets that throws an error
@@ -141,6 +146,7 @@ struct CheckInfo {
   // when the cell cannot run (e.g. the recipe lacks the probe), so nothing is launched for it.
   std::function<void(const CheckContext&)> preflight;
   std::vector<ThrownDetection> detects_by_throwing;  // errors that are its detection (see above)
+  std::vector<std::pair<std::string, int>> not_judged_pins;  // ->NotJudged(id, cells), validated
   // The runner skips its cell when the recipe's training fails sanity (harness/contract/sanity.h):
   // every check but the one that judges sanity itself.
   bool sanity_precondition = true;
@@ -213,6 +219,9 @@ class CheckBuilder {
   CheckBuilder* Promise(const std::string& id, const std::string& text = "");
   // A promise judged by a time measurement (see PromiseInfo::timing).
   CheckBuilder* TimingPromise(const std::string& id, const std::string& text = "");
+  // How many cells of the CPU matrix's judged tier may end promise `id` not judged (each with its
+  // reason in the evidence): PromiseInfo::not_judged_cells, 0 unless pinned here.
+  CheckBuilder* NotJudged(const std::string& id, int cells);
   // Runs as `ranks` processes under torchrun (the runner launches them; the check is the worker).
   CheckBuilder* MultiProcess(int ranks = 2);
   // Measures time: runs with nothing beside it.

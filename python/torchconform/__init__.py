@@ -18,6 +18,6 @@ so the same checks judge it unchanged::
 Tensors cross between Python and C++ without copies: what :meth:`Run.parameters` returns are the
 module's live tensors, and the checks see exactly them.
 """
-from torchconform.run import AmpOptions, EvalResult, InitSpec, ModelStateNotFound, RepeatedBatches, Run, RunOptions, StepRecord, find_model_state
+from torchconform.run import AmpOptions, EvalResult, InitSpec, default_init, ModelStateNotFound, RepeatedBatches, Run, RunOptions, StepRecord, find_model_state
 
-__all__ = ["AmpOptions", "EvalResult", "InitSpec", "ModelStateNotFound", "RepeatedBatches", "Run", "RunOptions", "StepRecord", "find_model_state"]
+__all__ = ["AmpOptions", "EvalResult", "InitSpec", "default_init", "ModelStateNotFound", "RepeatedBatches", "Run", "RunOptions", "StepRecord", "find_model_state"]

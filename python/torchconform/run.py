@@ -131,6 +131,43 @@ class InitSpec:
     high: float = 0.0
 
 
+def default_init(model: "torch.nn.Module") -> List[InitSpec]:
+    """PyTorch's default initialisation of ``model``, described for :meth:`Run.declared_init`.
+
+    For a model that keeps the defaults of ``torch.nn``: Linear and Conv1d/2d/3d weights and biases
+    uniform in +-1/sqrt(fan_in) (fan_in = in_features, or in_channels / groups x the kernel's size:
+    ``kaiming_uniform_(a=sqrt(5))``), BatchNorm, LayerNorm, GroupNorm and InstanceNorm weight 1 and
+    bias 0, Embedding N(0, 1). Any other module with parameters of its own raises
+    ``NotImplementedError`` naming it: declare its initialisation by hand. The same description as
+    the C++ ``tc::ref::libtorch_default_init``.
+    """
+    import math
+
+    nn = torch.nn
+    linear_or_conv = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    norms = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.LayerNorm, nn.GroupNorm,
+             nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d)
+    specs: List[InitSpec] = []
+    for name, module in model.named_modules():
+        own = list(module.named_parameters(recurse=False))
+        if not own:
+            continue
+        prefix = f"{name}." if name else ""
+        if isinstance(module, linear_or_conv):
+            weight = module.weight
+            bound = 1.0 / math.sqrt(weight[0].numel())  # in / groups x the kernel's size
+            specs += [InitSpec(prefix + n, "uniform", -bound, bound) for n, _ in own]
+        elif isinstance(module, norms):
+            specs += [InitSpec(prefix + n, "constant", 1.0 if n == "weight" else 0.0) for n, _ in own]
+        elif isinstance(module, nn.Embedding):
+            specs += [InitSpec(prefix + n, "normal", 0.0, 1.0) for n, _ in own]
+        else:
+            raise NotImplementedError(
+                f"PyTorch's default initialisation of {name or 'the model'!r} ({type(module).__name__}) is not "
+                f"described by torchconform.default_init(): declare its initialisation in declared_init()")
+    return specs
+
+
 class Run:
     """One complete way to train, driven by torchconform's checks (``tc::Run``).
 

@@ -19,6 +19,8 @@
 //    u the parameters' unit roundoff. A correct recipe computes it bitwise (the same code twice) or
 //    within a few ulps (an equivalent loss written another way); a gradient made from a mutated
 //    tensor is off by the size of the mutation, hundreds of times the bound (the margin is printed).
+#include <algorithm>
+
 #include <torch/torch.h>
 
 #include <ATen/Context.h>
@@ -83,9 +85,15 @@ bool forward_draws_random_numbers(Run& run, const at::Tensor& x, const NamedTens
 // step drew random numbers before its forward (an augmentation on the device, a sample picked for a
 // log), the dropout masks of its forward cannot be given to the recomputation, and the gradients
 // are not judged.
+//
+// A step of k > 1 backward passes (gradient accumulation) is recomputed as k contiguous near-equal
+// micro-batches, each loss weighed by its share, one after another (the order in which such a step
+// draws its masks); it stands for the step only when its loss equals the step's (the recipe split
+// and weighed the same way), else the gradients are not judged: its micro-batches' BatchNorm
+// statistics are not the recomputation's.
 Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTensors& buffers_before,
                      const GeneratorStates& gen_before, const std::vector<at::Tensor>& step_grads,
-                     double step_loss) {
+                     double step_loss, int64_t passes) {
   const NamedTensors params = run.parameters(), buffers = run.buffers();
   const NamedTensors params_after = snapshot(params), buffers_after = snapshot(buffers);
   const GeneratorStates gen_after = save_generators(gen_before.type);
@@ -104,17 +112,31 @@ Recomputed recompute(Run& run, const NamedTensors& params_before, const NamedTen
   std::vector<at::Tensor> grads;
   Recomputed r;
   int64_t output_elements = 0;
-  {
-    const at::Tensor out = run.forward_train(x);
-    output_elements = out.numel();
-    const at::Tensor loss = run.training_loss(out, y);
-    r.loss = loss.item<double>();
-    grads = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
-                                  /*create_graph=*/false, /*allow_unused=*/true);
+  const int64_t k = std::max<int64_t>(1, std::min<int64_t>(passes, x.size(0)));
+  for (int64_t part = 0, start = 0; part < k; ++part) {
+    const int64_t n = x.size(0) / k + (part < x.size(0) % k ? 1 : 0);
+    const at::Tensor out = run.forward_train(k == 1 ? x : x.narrow(0, start, n));
+    output_elements += out.numel();
+    at::Tensor loss = run.training_loss(out, k == 1 ? y : y.narrow(0, start, n));
+    if (k > 1) loss = loss * (static_cast<double>(n) / static_cast<double>(x.size(0)));
+    r.loss += loss.item<double>();
+    const std::vector<at::Tensor> g = torch::autograd::grad({loss}, inputs, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                                                            /*create_graph=*/false, /*allow_unused=*/true);
+    if (grads.empty()) grads.resize(g.size());
+    for (size_t j = 0; j < g.size(); ++j) {
+      if (g[j].defined()) grads[j] = grads[j].defined() ? grads[j] + g[j] : g[j];
+    }
+    start += n;
   }
   const double u_loss = unit_roundoff_of(c10::kFloat);
-  const double loss_bound = static_cast<double>(output_elements + 8) * u_loss * std::abs(step_loss);
-  if (std::abs(r.loss - step_loss) > loss_bound &&
+  const double loss_bound = static_cast<double>(output_elements + 8 * k) * u_loss * std::abs(step_loss);
+  if (k > 1 && std::abs(r.loss - step_loss) > loss_bound) {
+    r.not_reproduced = "the step ran " + std::to_string(k) + " backward passes (micro-batches), and their recomputation "
+                       "as " + std::to_string(k) + " contiguous near-equal micro-batches weighed by their share has the "
+                       "loss " + fmt::sig(r.loss, 9) + " against the step's " + fmt::sig(step_loss, 9) + " (bound " +
+                       fmt::sig(loss_bound, 3) + "): the recipe splits or weighs its micro-batches otherwise, so the "
+                       "recomputation does not stand for them (step_hygiene's batch_gradient judges their sum's scale)";
+  } else if (std::abs(r.loss - step_loss) > loss_bound &&
       forward_draws_random_numbers(run, x, buffers, buffers_before, gen_before)) {
     r.not_reproduced = "the forward draws random numbers (two forwards of the step's batch from other generator "
                        "states differ), and from the generator states the step began with the recomputed loss is " +
@@ -161,11 +183,13 @@ StepRecord judged_step(Run& run, c10::DeviceType device, int64_t step, Recompute
   const NamedTensors params_before = snapshot(params), buffers_before = snapshot(run.buffers());
   const GeneratorStates gen = save_generators(device);
   std::vector<at::Tensor> fresh(params.size());
+  std::vector<int64_t> calls(params.size(), 0);  // backward passes that reached each parameter
   HookSet hooks;
   for (size_t i = 0; i < params.size(); ++i) {
-    hooks.add(params[i].second, [&fresh, i](const at::Tensor& g) {
+    hooks.add(params[i].second, [&fresh, &calls, i](const at::Tensor& g) {
       at::Tensor c = g.detach().cpu().clone();
       fresh[i] = fresh[i].defined() ? fresh[i] + c : c;
+      ++calls[i];
     });
   }
   const StepRecord r = run.train_step();
@@ -173,7 +197,8 @@ StepRecord judged_step(Run& run, c10::DeviceType device, int64_t step, Recompute
   if (!std::isfinite(r.loss)) return r;
   Recomputed rc;
   try {
-    rc = recompute(run, params_before, buffers_before, gen, fresh, r.loss);
+    rc = recompute(run, params_before, buffers_before, gen, fresh, r.loss,
+                   calls.empty() ? 1 : *std::max_element(calls.begin(), calls.end()));
   } catch (const ProbeNotProvided& e) {
     tally.not_judged = e.what();
     return r;
@@ -187,6 +212,23 @@ StepRecord judged_step(Run& run, c10::DeviceType device, int64_t step, Recompute
   tally.per_step.push_back({{"step", step}, {"ratio_to_bound", t.ratio}, {"max_abs_diff", t.max_abs_diff},
                             {"worst", describe(t)}});
   if (!t.within()) {
+    // A gradient off by one common factor (the loss backpropagated twice, or scaled) is no in-place
+    // write: the scaled recomputation then meets the bound, and the scale is step_hygiene's to judge.
+    double gr = 0.0, rr = 0.0;
+    for (size_t j = 0; j < rc.step.size(); ++j) {
+      gr += (rc.step[j].second * rc.recomputed[j].second).sum().item<double>();
+      rr += rc.recomputed[j].second.pow(2).sum().item<double>();
+    }
+    const double c = rr > 0 ? gr / rr : 0.0;
+    NamedTensors scaled;
+    for (const auto& [n, g] : rc.recomputed) scaled.emplace_back(n, g * c);
+    if (c > 0 && std::abs(c - 1.0) > 1e-3 && compare_within(rc.step, scaled, rc.bound).within()) {
+      tally.not_judged = "at step " + std::to_string(step) + " the gradient backward produced is " + fmt::sig(c, 6) +
+                         "x a fresh forward and backward of the same batch, and equals that scaled within the bound: "
+                         "the loss backpropagated is scaled (step_hygiene's batch_gradient judges the scale), and no "
+                         "in-place write is shown";
+      return r;
+    }
     f.metrics()["caught"] = {{"step", step}, {"margin", t.ratio}, {"max_abs_diff", t.max_abs_diff}};
     tally.broken_ratio = t.ratio;
     tally.broken = "step " + std::to_string(step) + ": the gradient backward produced differs from a fresh "

@@ -15,3 +15,7 @@ TC_RECIPE(tc::variants::ZeroGradBeforeStep<>, "zero_grad_before_step",
           "zero_grad() sits between backward and step")
     ->MustBeCaughtBy({"step_hygiene"})
     ->Breaks("step_hygiene", {"fresh_gradients"});
+TC_RECIPE(tc::variants::UndividedAccumulation<>, "undivided_accumulation",
+          "gradient accumulation over 4 micro-batches whose losses are not divided")
+    ->MustBeCaughtBy({"step_hygiene"})
+    ->Breaks("step_hygiene", {"batch_gradient"});

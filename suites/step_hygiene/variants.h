@@ -3,6 +3,8 @@
 // on other slots by the tests (suites/tests/slots_test.cpp: on AdamW with a cosine schedule).
 #pragma once
 
+#include <algorithm>
+
 #include <torch/nn/utils/clip_grad.h>
 
 #include "reference/reference_run.h"
@@ -45,6 +47,18 @@ class ZeroGradBeforeStep : public Base {
     this->optimizer_->zero_grad(/*set_to_none=*/true);
     this->optimizer_->step();
   }
+};
+
+// Fail: gradient accumulation over 4 micro-batches (the micro-batch slot) whose mean losses are
+// backpropagated undivided: the step's gradient is the sum of four mean-loss gradients, 4x the
+// batch's (the "forgot to divide by accumulation_steps" of real loops).
+template <class Base = ref::ReferenceRun>
+class UndividedAccumulation : public Base {
+ protected:
+  std::vector<int64_t> micro_batch_sizes(int64_t batch) const override {
+    return ref::ReferenceRun::even_split(batch, std::min<int64_t>(4, batch));
+  }
+  at::Tensor weigh_micro_batch(const at::Tensor& loss, int64_t, int64_t) override { return loss; }
 };
 
 }  // namespace tc::variants

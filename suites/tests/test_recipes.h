@@ -70,20 +70,18 @@ class DrawnOrderSampler : public ref::Sampler {
   uint64_t seed_ = 0;
 };
 
-// Correct, written differently: a model of make_model(), Flatten -> Linear(3 S S, Hidden) -> ReLU ->
+// Correct, written differently: a model of new_model() (read through model_as<T>()), Flatten -> Linear(3 S S, Hidden) -> ReLU ->
 // Linear(Hidden, classes) on the reference's 3 x S x S images, no checkpointed segment.
 template <int64_t Hidden>
 class FlatMlp : public ref::ReferenceRun {
  protected:
-  std::shared_ptr<torch::nn::Module> make_model() override {
+  std::shared_ptr<torch::nn::Module> new_model() const override {
     namespace nn = torch::nn;
     const int64_t in = 3 * config_.data.image_size * config_.data.image_size;
     return nn::Sequential(nn::Flatten(), nn::Linear(in, Hidden), nn::ReLU(), nn::Linear(Hidden, config_.data.classes))
         .ptr();
   }
-  at::Tensor model_forward(const at::Tensor& x) override {
-    return std::dynamic_pointer_cast<torch::nn::SequentialImpl>(module_)->forward(x);
-  }
+  at::Tensor model_forward(const at::Tensor& x) override { return model_as<torch::nn::SequentialImpl>().forward(x); }
 };
 
 inline std::vector<RecipeInfo>& all() {

@@ -381,6 +381,120 @@ class AccumulatedMicroBatches : public ref::ReferenceRun {
   std::vector<at::Tensor> micro_losses_;
 };
 
+// The same mistakes and a correct loop, written otherwise: the micro-batches cut by x.chunk(3)
+// (16 = 6 + 6 + 4, not the check's 6 + 5 + 5), the mean losses summed undivided, or the loss
+// backpropagated twice (retain_graph), as loops written by hand do.
+enum class ByHand { kChunkedCorrect, kUndivided, kBackwardTwice };
+template <ByHand Kind>
+class HandAccumulation : public ref::ReferenceRun {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    losses_.clear();
+    if (Kind == ByHand::kBackwardTwice) {
+      losses_.push_back(ReferenceRun::forward_loss(x, y));
+      return losses_.back().detach();
+    }
+    const std::vector<at::Tensor> xs = x.chunk(3), ys = y.chunk(3);
+    at::Tensor reported;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      at::Tensor l = ReferenceRun::forward_loss(xs[i], ys[i]);
+      if (Kind == ByHand::kChunkedCorrect) l = l * (static_cast<double>(xs[i].size(0)) / static_cast<double>(x.size(0)));
+      losses_.push_back(l);
+      reported = reported.defined() ? reported + l.detach() : l.detach();
+    }
+    return Kind == ByHand::kUndivided ? reported / 3.0 : reported;  // the log shows the mean either way
+  }
+  void optimisation_step(const at::Tensor&) override {
+    optimizer_->zero_grad(/*set_to_none=*/true);
+    for (const at::Tensor& l : losses_) {
+      if (Kind == ByHand::kBackwardTwice) scaler_->scale(l).backward({}, /*retain_graph=*/true);
+      scaler_->scale(l).backward();
+    }
+    losses_.clear();
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+  }
+
+ private:
+  std::vector<at::Tensor> losses_;
+};
+
+// zero_grad after the step instead of before the backward (the gradients are cleared for the next
+// step all the same): correct.
+class ZeroGradAfterStep : public ref::ReferenceRun {
+ protected:
+  void optimisation_step(const at::Tensor& loss) override {
+    backward(loss);
+    after_backward();
+    scaler_->unscale_(*optimizer_);
+    torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
+    scaler_->step(*optimizer_);
+    scaler_->update();
+    optimizer_->zero_grad(/*set_to_none=*/true);
+  }
+};
+
+// Accumulation through the slot (ReferenceRun::micro_batch_sizes): 16 = 6 + 5 + 5, each weighed by
+// its share. ZeroGradInLoop: the slot's backward of a micro-batch clears the gradients first.
+template <bool ZeroGradInLoop>
+class SlotAccumulation : public ref::ReferenceRun {
+ protected:
+  std::vector<int64_t> micro_batch_sizes(int64_t batch) const override { return even_split(batch, 3); }
+  void backward_micro_batch(const at::Tensor& loss) override {
+    if (ZeroGradInLoop) optimizer_->zero_grad(/*set_to_none=*/true);
+    ReferenceRun::backward_micro_batch(loss);
+  }
+};
+
+// Which gradient the step used (issue 40): correct accumulation, by the slot or by hand and split
+// otherwise than the check splits, holds batch_gradient; the gradient backpropagated twice or the
+// micro-batch losses undivided break it, named; hand-written decoupled decay holds it.
+TEST(WrittenDifferently, WhichGradientTheStepUsed) {
+  for (const auto& [name, factory] : std::vector<std::pair<std::string, RunFactory>>{
+           {"slot_accumulation", make<SlotAccumulation<false>>()},
+           {"accumulated_micro_batches", make<AccumulatedMicroBatches<false>>()},
+           {"chunked_accumulation", make<HandAccumulation<ByHand::kChunkedCorrect>>()},
+           {"decoupled_decay_by_hand", make<DecoupledDecayByHand>()},
+           {"frozen_stem", make<FrozenStem>()},
+           {"zero_grad_after_step", make<ZeroGradAfterStep>()}}) {
+    const Cell c = run_one("step_hygiene", name, factory);
+    std::cout << "step_hygiene / " << name << " [" << to_string(c.verdict) << "]: " << c.evidence << "\n";
+    expect_nothing_broken(c, "step_hygiene", name);
+    EXPECT_EQ(promise_status(c, "batch_gradient"), "held") << c.evidence;
+  }
+  for (const auto& [name, factory, cause] : std::vector<std::tuple<std::string, RunFactory, std::string>>{
+           {"backward_twice", make<HandAccumulation<ByHand::kBackwardTwice>>(),
+            "the same loss was backpropagated 2 times"},
+           {"undivided_by_hand", make<HandAccumulation<ByHand::kUndivided>>(),
+            "each micro-batch's mean loss was backpropagated undivided"}}) {
+    const Cell c = run_one("step_hygiene", name, factory);
+    std::cout << "step_hygiene / " << name << " [" << to_string(c.verdict) << "]: " << c.evidence << "\n";
+    EXPECT_EQ(promise_status(c, "batch_gradient"), "broken") << c.evidence;
+    EXPECT_NE(c.evidence.find(cause), std::string::npos) << c.evidence;
+    // autograd_inplace does not blame an in-place write for it.
+    const Cell a = run_one("autograd_inplace", name, factory);
+    EXPECT_NE(a.verdict, Verdict::kFail) << a.evidence;
+  }
+  const Cell zero = run_one("step_hygiene", "slot_zero_grad_in_loop", make<SlotAccumulation<true>>());
+  EXPECT_EQ(promise_status(zero, "fresh_gradients"), "broken") << zero.evidence;
+  EXPECT_NE(zero.evidence.find("zero_grad inside the accumulation loop"), std::string::npos) << zero.evidence;
+}
+
+// Accumulation through the slot is a loop like any other: every check that applies passes it, and
+// the recompution of autograd_inplace, split as the slot splits, is judged (not skipped).
+TEST(WrittenDifferently, SlotAccumulationEverywhere) {
+  for (const char* check : {"resume_equality", "reproducibility", "eval_mode", "registration", "checkpoint_safety",
+                            "data_saturation", "amp"}) {
+    expect_nothing_broken(check, "slot_accumulation", make<SlotAccumulation<false>>());
+  }
+  const Cell a = run_one("autograd_inplace", "slot_accumulation", make<SlotAccumulation<false>>());
+  expect_nothing_broken(a, "autograd_inplace", "slot_accumulation");
+  EXPECT_EQ(promise_status(a, "gradient_recomputes"), "held") << a.evidence;
+}
+
 // The gradient the step used: correct accumulation passes; the update from the last micro-batch
 // alone is caught as such (issue 40: before, step_hygiene found the update 1.58e+06x the bound,
 // explained by none of its replays, and passed the cell as not judged).
@@ -544,6 +658,28 @@ class DefaultInitConstantLr : public ref::ReferenceRun {
   }
 };
 
+// A model of the recipe's own type (a TORCH_MODULE holder with two named members), built by the
+// const new_model() slot and read typed through model_as<T>() (wall 2: 0.4's make_model() was also
+// what bare_model() called, so a typed model kept in a member was silently replaced).
+struct TwoLayerNetImpl : torch::nn::Module {
+  TwoLayerNetImpl(int64_t in, int64_t classes)
+      : hidden(register_module("hidden", torch::nn::Linear(in, 24))),
+        head(register_module("head", torch::nn::Linear(24, classes))) {}
+  at::Tensor forward(const at::Tensor& x) { return head(torch::relu(hidden(x.flatten(1)))); }
+  torch::nn::Linear hidden, head;
+};
+TORCH_MODULE(TwoLayerNet);
+
+class TypedOwnModel : public ref::ReferenceRun {
+ protected:
+  std::shared_ptr<torch::nn::Module> new_model() const override {
+    const int64_t s = config_.data.image_size;
+    return TwoLayerNet(3 * s * s, config_.data.classes).ptr();
+  }
+  at::Tensor model_forward(const at::Tensor& x) override { return model_as<TwoLayerNetImpl>().forward(x); }
+  std::vector<InitSpec> declared_init() const override { return ref::libtorch_default_init(*module_); }
+};
+
 // StepLR stepped once an epoch (PerEpoch): the rate halves at each epoch boundary, and a resume
 // mid-epoch steps it at the same update.
 class PerEpochStepLr : public ref::ReferenceRun {
@@ -698,6 +834,14 @@ TEST(LoopSlots, DefaultInitDescribedAndConstantLrPass) {
   EXPECT_EQ(init.outcome, Outcome::kPass) << init.evidence;
   for (const char* check : {"step_hygiene", "resume_equality"}) {
     expect_nothing_broken(check, "default_init_constant_lr", make<DefaultInitConstantLr>());
+  }
+}
+
+TEST(LoopSlots, TypedModelOfNewModelPassesWhereTheBareModelIsBuilt) {
+  // checkpoint_safety and registration load the checkpoint into bare_model(); resume_equality and
+  // step_hygiene train on; init reads the declared (LibTorch default) initialisation.
+  for (const char* check : {"checkpoint_safety", "registration", "resume_equality", "step_hygiene", "init"}) {
+    expect_nothing_broken(check, "typed_own_model", make<TypedOwnModel>());
   }
 }
 
