@@ -60,9 +60,11 @@ def main(argv):
             if cell.get("verdict") == "skipped":
                 continue
             ran += 1
+            seen = set()  # a promise judged per dtype or device may be recorded twice in a cell
             for p in (cell.get("metrics") or {}).get("promises") or []:
                 key = (check, p.get("id"))
-                if p.get("status") == "recorded" and key not in timing:
+                if p.get("status") == "recorded" and key not in timing and key not in seen:
+                    seen.add(key)
                     found[key].append((recipe, p.get("evidence", "")))
     if missing:
         print(f"[not_judged] {len(missing)} report(s) of the judged tier missing (their tests did not run): "

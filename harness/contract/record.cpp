@@ -1,5 +1,6 @@
 #include "harness/contract/record.h"
 
+#include <set>
 #include <stdexcept>
 
 namespace tc {
@@ -103,13 +104,12 @@ Summary summarize(const std::vector<Cell>& cells) {
         !c.metrics["promises"].is_array()) {
       continue;
     }
-    bool any = false;
+    std::set<std::string> ids;  // a promise judged per dtype or device may be recorded twice in a cell
     for (const auto& p : c.metrics["promises"]) {
-      if (!p.is_object() || p.value("status", std::string()) != "recorded") continue;
-      ++s.not_judged[c.check][p.value("id", std::string("?"))];
-      any = true;
+      if (p.is_object() && p.value("status", std::string()) == "recorded") ids.insert(p.value("id", std::string("?")));
     }
-    if (any) ++s.not_judged[c.check][""];
+    for (const std::string& id : ids) ++s.not_judged[c.check][id];
+    if (!ids.empty()) ++s.not_judged[c.check][""];
   }
   s.total = static_cast<int>(cells.size());
   return s;

@@ -129,6 +129,30 @@ TEST(ReportJson, ASubjectsCellKeepsItsRoleAndTheSummaryCountsRolesApart) {
   EXPECT_THROW(report_from_json(j), ReportFormatError);
 }
 
+// What ended without a verdict is counted per check: the cells with a promise recorded, and per
+// promise the cells (a promise recorded twice in one cell, per dtype, counts once); a skipped cell
+// is not counted.
+TEST(ReportJson, TheSummaryCountsTheCellsThatEndedAPromiseNotJudged) {
+  Report r = sample_report();
+  Cell c = r.cells[0];
+  c.check = "amp";
+  c.verdict = Verdict::kOk;
+  c.metrics["promises"] = {{{"id", "parity"}, {"status", "recorded"}, {"evidence", "bf16 parity not judged"}},
+                           {{"id", "parity"}, {"status", "recorded"}, {"evidence", "fp16 parity not judged"}},
+                           {{"id", "engagement"}, {"status", "held"}, {"evidence", "ok"}}};
+  r.cells.push_back(c);
+  c.recipe = "other";
+  c.metrics["promises"] = {{{"id", "engagement"}, {"status", "recorded"}, {"evidence", "no gain"}}};
+  r.cells.push_back(c);
+  c.recipe = "skipped_one";
+  c.verdict = Verdict::kSkipped;
+  r.cells.push_back(c);
+  const nlohmann::json j = report_to_json(r);
+  const nlohmann::json expected = {{"amp", {{"cells", 2}, {"promises", {{"parity", 1}, {"engagement", 1}}}}}};
+  EXPECT_EQ(j["summary"]["not_judged"], expected) << j["summary"].dump();
+  EXPECT_EQ(report_to_json(report_from_json(j))["summary"]["not_judged"], expected);
+}
+
 // A report written before roles has none: its correct recipes were the suite's controls.
 TEST(ReportJson, AReportWithoutRolesIsReadWithTheRolesItWasJudgedBy) {
   Report r = sample_report();
