@@ -50,6 +50,7 @@
 // it saved (a round trip of the same data: bitwise by nature). When they are not, the cell is
 // skipped with the precondition named: resume_equality judges the checkpoint; a step-order failure
 // here would blame the wrong practice.
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -438,14 +439,15 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
 // batch's gradient (the loss backpropagated twice, micro-batch losses not divided) replays exactly.
 // So the sum of the step's backward passes is compared with an independent computation of the
 // gradient of the batch's loss: a fresh run loaded from the step's checkpoint, the generators as the
-// step began, the step's batch (Run::last_batch) split into as many contiguous near-equal
-// micro-batches as the step had backward passes (one: the whole batch), each micro-batch's loss
-// (Run::forward_train, Run::training_loss) weighed by its share, their gradients summed.
+// step began, the step's batch (Run::last_batch) split into as many contiguous micro-batches as the
+// step had backward passes (one: the whole batch), each micro-batch's loss (Run::forward_train,
+// Run::training_loss) weighed by its share, their gradients summed. The splits a recipe makes are
+// tried in turn (candidate_splits); the first whose micro-batch gradients each point their backward
+// pass's way to 1e-6 split where the recipe did and drew the step's own dropout masks.
 //
-// With one pass and the same masks this is the step's own computation; with micro-batches the
-// recomputation draws other dropout masks and may split where the recipe did not (BatchNorm's
-// statistics are per micro-batch), so the two are compared by the step's scale along the
-// recomputed gradient, rho = <g_step, g_ref> / |g_ref|^2, not element by element. The mistakes this
+// Even then the recipe may weigh its micro-batches otherwise (the mistake looked for), and where no
+// split reproduces the masks the recomputation draws others (BatchNorm's statistics are per
+// micro-batch, too), so the two are compared by the step's scale along the recomputed gradient, rho = <g_step, g_ref> / |g_ref|^2, not element by element. The mistakes this
 // looks for scale the gradient by a whole factor (2 when backpropagated twice, k for k undivided
 // micro-batches, 1/k when divided twice), so rho is judged by the nearer of 1 and such a factor on
 // a log scale: the boundary is sqrt(2) (and 1/sqrt(2)). The judgement stands only when the
@@ -494,20 +496,52 @@ std::vector<at::Tensor> summed(const std::vector<std::vector<at::Tensor>>& parts
   return sum;
 }
 
-// The splits a step of `k` backward passes may have made of a batch: k near-equal parts with the
-// first ones larger (torch.tensor_split), k parts of ceil(batch / k) with a smaller last
-// (torch.chunk), and the whole batch (the same loss backpropagated k times).
+// The splits a step of `k` backward passes may have made of a batch, the common ones first: k
+// near-equal parts with the first ones larger (torch.tensor_split), parts of a fixed size m with a
+// smaller last (torch.split(m), torch.chunk: every m that gives k parts), the whole batch (the same
+// loss backpropagated k times); then, where there are at most kMaxCompositions of them, every other
+// way to cut the batch into k contiguous parts (a split of the recipe's own, e.g. 4 + 8 + 4).
+constexpr int64_t kMaxCompositions = 256;
+
 std::vector<std::vector<int64_t>> candidate_splits(int64_t batch, int64_t k) {
   std::vector<std::vector<int64_t>> out;
+  auto add = [&out](const std::vector<int64_t>& sizes) {
+    if (std::find(out.begin(), out.end(), sizes) == out.end()) out.push_back(sizes);
+  };
   if (k > 1) {
-    std::vector<int64_t> even, chunked;
+    std::vector<int64_t> even;
     for (int64_t i = 0; i < k; ++i) even.push_back(batch / k + (i < batch % k ? 1 : 0));
-    const int64_t c = (batch + k - 1) / k;
-    for (int64_t left = batch; left > 0; left -= c) chunked.push_back(std::min(c, left));
-    out.push_back(even);
-    if (chunked != even && static_cast<int64_t>(chunked.size()) == k) out.push_back(chunked);
+    add(even);
+    for (int64_t m = (batch + k - 1) / k; m < batch; ++m) {
+      std::vector<int64_t> fixed;
+      for (int64_t left = batch; left > 0; left -= m) fixed.push_back(std::min(m, left));
+      if (static_cast<int64_t>(fixed.size()) == k) add(fixed);
+      if (static_cast<int64_t>(fixed.size()) < k) break;
+    }
   }
-  out.push_back({batch});
+  add({batch});
+  // C(batch - 1, k - 1) compositions, counted without overflow.
+  double compositions = 1.0;
+  for (int64_t i = 1; i < k && compositions <= kMaxCompositions; ++i) {
+    compositions = compositions * static_cast<double>(batch - i) / static_cast<double>(i);
+  }
+  if (k > 1 && compositions <= kMaxCompositions) {
+    std::vector<int64_t> sizes(k, 1);
+    sizes[k - 1] = batch - (k - 1);
+    // Every composition in turn: the odometer over the first k - 1 sizes, the last takes the rest.
+    std::function<void(int64_t, int64_t)> fill = [&](int64_t at, int64_t left) {
+      if (at == k - 1) {
+        sizes[at] = left;
+        add(sizes);
+        return;
+      }
+      for (int64_t n = 1; n <= left - (k - 1 - at); ++n) {
+        sizes[at] = n;
+        fill(at + 1, left - n);
+      }
+    };
+    fill(0, batch);
+  }
   return out;
 }
 

@@ -384,7 +384,7 @@ class AccumulatedMicroBatches : public ref::ReferenceRun {
 // The same mistakes and a correct loop, written otherwise: the micro-batches cut by x.chunk(3)
 // (16 = 6 + 6 + 4, not the check's 6 + 5 + 5), the mean losses summed undivided, or the loss
 // backpropagated twice (retain_graph), as loops written by hand do.
-enum class ByHand { kChunkedCorrect, kUndivided, kBackwardTwice };
+enum class ByHand { kChunkedCorrect, kUndivided, kBackwardTwice, kOddSplitCorrect, kOddSplitUndivided };
 template <ByHand Kind>
 class HandAccumulation : public ref::ReferenceRun {
  protected:
@@ -394,15 +394,22 @@ class HandAccumulation : public ref::ReferenceRun {
       losses_.push_back(ReferenceRun::forward_loss(x, y));
       return losses_.back().detach();
     }
-    const std::vector<at::Tensor> xs = x.chunk(3), ys = y.chunk(3);
+    // x.chunk(3), or a split neither tensor_split nor chunk makes (4 + 8 + 4 of 16): the check then
+    // cannot reproduce the step's dropout masks and judges by the spread of its own draws.
+    const bool odd = Kind == ByHand::kOddSplitCorrect || Kind == ByHand::kOddSplitUndivided;
+    const std::vector<at::Tensor> xs = odd ? x.split_with_sizes({4, 8, x.size(0) - 12}) : x.chunk(3);
+    const std::vector<at::Tensor> ys = odd ? y.split_with_sizes({4, 8, y.size(0) - 12}) : y.chunk(3);
     at::Tensor reported;
     for (size_t i = 0; i < xs.size(); ++i) {
       at::Tensor l = ReferenceRun::forward_loss(xs[i], ys[i]);
-      if (Kind == ByHand::kChunkedCorrect) l = l * (static_cast<double>(xs[i].size(0)) / static_cast<double>(x.size(0)));
+      if (Kind == ByHand::kChunkedCorrect || Kind == ByHand::kOddSplitCorrect) {
+        l = l * (static_cast<double>(xs[i].size(0)) / static_cast<double>(x.size(0)));
+      }
       losses_.push_back(l);
       reported = reported.defined() ? reported + l.detach() : l.detach();
     }
-    return Kind == ByHand::kUndivided ? reported / 3.0 : reported;  // the log shows the mean either way
+    const bool undivided = Kind == ByHand::kUndivided || Kind == ByHand::kOddSplitUndivided;
+    return undivided ? reported / 3.0 : reported;  // the log shows the mean either way
   }
   void optimisation_step(const at::Tensor&) override {
     optimizer_->zero_grad(/*set_to_none=*/true);
@@ -478,6 +485,20 @@ TEST(WrittenDifferently, WhichGradientTheStepUsed) {
     const Cell a = run_one("autograd_inplace", name, factory);
     EXPECT_NE(a.verdict, Verdict::kFail) << a.evidence;
   }
+  // A split of the recipe's own (4 + 8 + 4: neither tensor_split's nor split(m)'s): found among
+  // every composition of the batch (16 into 3: 105), so the step's own masks are reproduced and the
+  // correct loop holds, the undivided one is caught.
+  const Cell odd = run_one("step_hygiene", "odd_split_accumulation", make<HandAccumulation<ByHand::kOddSplitCorrect>>());
+  expect_nothing_broken(odd, "step_hygiene", "odd_split_accumulation");
+  EXPECT_EQ(promise_status(odd, "batch_gradient"), "held") << odd.evidence;
+  EXPECT_TRUE(odd.metrics["batch_gradient"]["same_draws"].get<bool>()) << odd.metrics.dump();
+  EXPECT_EQ(odd.metrics["batch_gradient"]["split"], nlohmann::json({4, 8, 4})) << odd.metrics.dump();
+  const Cell odd_undivided =
+      run_one("step_hygiene", "odd_split_undivided", make<HandAccumulation<ByHand::kOddSplitUndivided>>());
+  std::cout << "step_hygiene / odd_split_undivided [" << to_string(odd_undivided.verdict) << "]: "
+            << odd_undivided.evidence << "\n";
+  EXPECT_EQ(promise_status(odd_undivided, "batch_gradient"), "broken") << odd_undivided.evidence;
+  EXPECT_NE(odd_undivided.evidence.find("backpropagated undivided"), std::string::npos) << odd_undivided.evidence;
   const Cell zero = run_one("step_hygiene", "slot_zero_grad_in_loop", make<SlotAccumulation<true>>());
   EXPECT_EQ(promise_status(zero, "fresh_gradients"), "broken") << zero.evidence;
   EXPECT_NE(zero.evidence.find("zero_grad inside the accumulation loop"), std::string::npos) << zero.evidence;
