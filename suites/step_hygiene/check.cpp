@@ -63,6 +63,7 @@
 #include "suites/support/fingerprint.h"
 #include "suites/support/generators.h"
 #include "suites/support/hooks.h"
+#include "suites/step_hygiene/batch_gradient.h"
 #include "suites/support/kit.h"
 #include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
@@ -73,7 +74,10 @@ namespace {
 
 constexpr const char* kFresh = "fresh_gradients";
 constexpr const char* kClip = "clip_between_backward_and_step";
-constexpr const char* kBatch = "batch_gradient";
+using step_hygiene::BatchScale;
+using step_hygiene::judge_batch_scale;
+using step_hygiene::kBatchGradient;
+using step_hygiene::measure_batch_scale;
 
 // The gradients on `params` (CPU copies; undefined where a parameter has none).
 std::vector<at::Tensor> grads_of(const NamedTensors& params) {
@@ -434,264 +438,6 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
   return o;
 }
 
-// --- which gradient did the step use: its scale against the batch's loss ----------------------------
-// The replay model takes the hooks' gradient as given: a step whose backward passes carry twice the
-// batch's gradient (the loss backpropagated twice, micro-batch losses not divided) replays exactly.
-// So the sum of the step's backward passes is compared with an independent computation of the
-// gradient of the batch's loss: a fresh run loaded from the step's checkpoint, the generators as the
-// step began, the step's batch (Run::last_batch) split into as many contiguous micro-batches as the
-// step had backward passes (one: the whole batch), each micro-batch's loss (Run::forward_train,
-// Run::training_loss) weighed by its share, their gradients summed. The splits a recipe makes are
-// tried in turn (candidate_splits); the first whose micro-batch gradients each point their backward
-// pass's way to 1e-6 split where the recipe did and drew the step's own dropout masks.
-//
-// Even then the recipe may weigh its micro-batches otherwise (the mistake looked for), and where no
-// split reproduces the masks the recomputation draws others (BatchNorm's statistics are per
-// micro-batch, too), so the two are compared by the step's scale along the recomputed gradient, rho = <g_step, g_ref> / |g_ref|^2, not element by element. The mistakes this
-// looks for scale the gradient by a whole factor (2 when backpropagated twice, k for k undivided
-// micro-batches, 1/k when divided twice), so rho is judged by the nearer of 1 and such a factor on
-// a log scale: the boundary is sqrt(2) (and 1/sqrt(2)). The judgement stands only when the
-// recomputation's own spread is well inside it: the same recomputation from other generator states
-// (other masks) must give |ln rho_noise| < ln(sqrt 2) / 2, and the step's gradient must point the
-// recomputed way (cosine > 0.5); otherwise the promise is recorded as not judged, naming which.
-struct BatchScale {
-  double rho = 1.0, rho_noise = 1.0, cosine = 1.0;
-  int64_t passes = 0;
-  bool same_draws = false;  // the recomputation points the step's way to 1e-6: it drew the same masks
-  std::vector<int64_t> split;  // the micro-batch sizes of the recomputation judged
-  std::string not_judged;   // why the scale is not judged (empty: judged)
-};
-
-// The gradients of the batch's loss over micro-batches of `sizes` (in order, each loss weighed by
-// its share of the batch), one per micro-batch, for the parameters `index` of `r`.
-std::vector<std::vector<at::Tensor>> micro_batch_gradients(Run& r, const at::Tensor& x, const at::Tensor& y,
-                                                           const std::vector<int64_t>& sizes,
-                                                           const std::vector<size_t>& index) {
-  const NamedTensors params = r.parameters();
-  std::vector<at::Tensor> inputs;
-  for (size_t i : index) inputs.push_back(params[i].second);
-  std::vector<std::vector<at::Tensor>> parts;
-  const int64_t batch = x.size(0);
-  int64_t start = 0;
-  for (const int64_t n : sizes) {
-    const at::Tensor out = r.forward_train(n == batch ? x : x.narrow(0, start, n));
-    at::Tensor loss = r.training_loss(out, n == batch ? y : y.narrow(0, start, n));
-    if (n != batch) loss = loss * (static_cast<double>(n) / static_cast<double>(batch));
-    const std::vector<at::Tensor> g = torch::autograd::grad({loss}, inputs, {}, false, false, /*allow_unused=*/true);
-    std::vector<at::Tensor> part;
-    for (const at::Tensor& t : g) part.push_back(t.defined() ? t.detach().cpu().to(torch::kDouble) : at::Tensor());
-    parts.push_back(std::move(part));
-    start += n;
-  }
-  return parts;
-}
-
-std::vector<at::Tensor> summed(const std::vector<std::vector<at::Tensor>>& parts) {
-  std::vector<at::Tensor> sum(parts.empty() ? 0 : parts[0].size());
-  for (const auto& part : parts) {
-    for (size_t j = 0; j < part.size(); ++j) {
-      if (part[j].defined()) sum[j] = sum[j].defined() ? sum[j] + part[j] : part[j];
-    }
-  }
-  return sum;
-}
-
-// The splits a step of `k` backward passes may have made of a batch, the common ones first: k
-// near-equal parts with the first ones larger (torch.tensor_split), parts of a fixed size m with a
-// smaller last (torch.split(m), torch.chunk: every m that gives k parts), the whole batch (the same
-// loss backpropagated k times); then, where there are at most kMaxCompositions of them, every other
-// way to cut the batch into k contiguous parts (a split of the recipe's own, e.g. 4 + 8 + 4).
-constexpr int64_t kMaxCompositions = 256;
-
-std::vector<std::vector<int64_t>> candidate_splits(int64_t batch, int64_t k) {
-  std::vector<std::vector<int64_t>> out;
-  auto add = [&out](const std::vector<int64_t>& sizes) {
-    if (std::find(out.begin(), out.end(), sizes) == out.end()) out.push_back(sizes);
-  };
-  if (k > 1) {
-    std::vector<int64_t> even;
-    for (int64_t i = 0; i < k; ++i) even.push_back(batch / k + (i < batch % k ? 1 : 0));
-    add(even);
-    for (int64_t m = (batch + k - 1) / k; m < batch; ++m) {
-      std::vector<int64_t> fixed;
-      for (int64_t left = batch; left > 0; left -= m) fixed.push_back(std::min(m, left));
-      if (static_cast<int64_t>(fixed.size()) == k) add(fixed);
-      if (static_cast<int64_t>(fixed.size()) < k) break;
-    }
-  }
-  add({batch});
-  // C(batch - 1, k - 1) compositions, counted without overflow.
-  double compositions = 1.0;
-  for (int64_t i = 1; i < k && compositions <= kMaxCompositions; ++i) {
-    compositions = compositions * static_cast<double>(batch - i) / static_cast<double>(i);
-  }
-  if (k > 1 && compositions <= kMaxCompositions) {
-    std::vector<int64_t> sizes(k, 1);
-    sizes[k - 1] = batch - (k - 1);
-    // Every composition in turn: the odometer over the first k - 1 sizes, the last takes the rest.
-    std::function<void(int64_t, int64_t)> fill = [&](int64_t at, int64_t left) {
-      if (at == k - 1) {
-        sizes[at] = left;
-        add(sizes);
-        return;
-      }
-      for (int64_t n = 1; n <= left - (k - 1 - at); ++n) {
-        sizes[at] = n;
-        fill(at + 1, left - n);
-      }
-    };
-    fill(0, batch);
-  }
-  return out;
-}
-
-double dot(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  double s = 0.0;
-  for (size_t j = 0; j < a.size() && j < b.size(); ++j) {
-    if (a[j].defined() && b[j].defined()) s += (a[j] * b[j]).sum().item<double>();
-  }
-  return s;
-}
-
-BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
-                               const Observed& o, Run& run) {
-  BatchScale b;
-  b.passes = static_cast<int64_t>(o.passes.size());
-  std::vector<size_t> index;
-  std::vector<at::Tensor> step;
-  for (size_t i = 0; i < o.fresh.size(); ++i) {
-    if (!o.fresh[i].defined()) continue;
-    index.push_back(i);
-    step.push_back(o.fresh[i].to(torch::kDouble));
-  }
-  if (index.empty() || b.passes == 0) {
-    b.not_judged = "the step ran no backward pass the hooks saw";
-    return b;
-  }
-  const auto [x, y] = run.last_batch();
-  if (x.size(0) < b.passes) {
-    b.not_judged = std::to_string(b.passes) + " backward passes for a batch of " + std::to_string(x.size(0));
-    return b;
-  }
-  std::unique_ptr<Run> r = fresh_run(ctx, opts);
-  r->load_checkpoint(before);
-  const NamedTensors buffers = r->buffers(), buffers_at = snapshot(buffers);
-  // The step's passes, on the parameters judged: pass k's gradient of each (double).
-  std::vector<std::vector<at::Tensor>> passes;
-  for (const auto& pass : o.passes) {
-    std::vector<at::Tensor> p;
-    for (size_t i : index) p.push_back(i < pass.size() && pass[i].defined() ? pass[i].to(torch::kDouble) : at::Tensor());
-    passes.push_back(std::move(p));
-  }
-  // Each split the step may have made, from the step's generator states and buffers: the first whose
-  // passes each point their micro-batch's way to the precision of the computation drew the step's own
-  // masks (then no spread of draws enters the scale); else the first split, judged against its spread.
-  std::vector<at::Tensor> ref, other;
-  for (const std::vector<int64_t>& sizes : candidate_splits(x.size(0), b.passes)) {
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(buffers_at[i].second);
-    }
-    restore_generators(o.gen);
-    const std::vector<std::vector<at::Tensor>> parts = micro_batch_gradients(*r, x, y, sizes, index);
-    // The same draws: each backward pass points the way of its micro-batch's recomputed gradient (of
-    // the whole batch's, when the split is the whole batch), whatever weight the recipe gave it.
-    bool same = true;
-    for (size_t k = 0; same && k < passes.size(); ++k) {
-      const std::vector<at::Tensor>& part = parts[parts.size() == 1 ? 0 : k];
-      const double pp = dot(part, part), qq = dot(passes[k], passes[k]);
-      same = pp > 0 && qq > 0 && dot(passes[k], part) / std::sqrt(pp * qq) > 1.0 - 1e-6;
-    }
-    if (ref.empty() || same) {
-      ref = summed(parts);
-      b.split = sizes;
-      other = summed(micro_batch_gradients(*r, x, y, sizes, index));  // other draws
-    }
-    if (same) {
-      b.same_draws = true;
-      break;
-    }
-  }
-  const double rr = dot(ref, ref);
-  if (!(rr > 0) || !std::isfinite(rr)) {
-    b.not_judged = "the recomputed gradient of the batch's loss is zero or not finite";
-    return b;
-  }
-  b.rho = dot(step, ref) / rr;
-  b.rho_noise = dot(other, ref) / rr;
-  b.cosine = dot(step, ref) / std::sqrt(dot(step, step) * rr);
-  const double boundary = std::log(std::sqrt(2.0));
-  if (!b.same_draws && !(std::abs(std::log(std::max(b.rho_noise, 1e-30))) < boundary / 2)) {
-    b.not_judged = "the recomputation from other generator states (other dropout masks) gives a scale of " +
-                   fmt::sig(b.rho_noise, 3) + " along the first, outside 2^(+-1/4): the batch's gradient varies too "
-                   "much with its random draws to judge the step's scale";
-  } else if (!(b.cosine > 0.5)) {
-    b.not_judged = "the step's gradient and the recomputed one point different ways (cosine " + fmt::sig(b.cosine, 3) +
-                   "), so a scale between them means nothing";
-  }
-  return b;
-}
-
-// The cause of a scale, named only where the passes prove it.
-std::string scale_cause(const BatchScale& b, const Observed& o) {
-  bool same = b.passes > 1;
-  for (size_t k = 1; same && k < o.passes.size(); ++k) {
-    for (size_t i = 0; same && i < o.passes[k].size(); ++i) {
-      const at::Tensor& a = o.passes[0][i];
-      const at::Tensor& c = o.passes[k][i];
-      if (a.defined() != c.defined() || (a.defined() && !torch::equal(a, c))) same = false;
-    }
-  }
-  const std::string k = std::to_string(b.passes);
-  if (same) {
-    return "its " + k + " backward passes carried bitwise the same gradient: the same loss was backpropagated " + k +
-           " times";
-  }
-  if (b.passes > 1 && std::abs(std::log(b.rho / static_cast<double>(b.passes))) < std::log(std::sqrt(2.0))) {
-    return "the step had " + k + " backward passes and its gradient is about " + k +
-           "x the batch's: each micro-batch's mean loss was backpropagated undivided (weigh each by its share of the "
-           "batch, or divide by " + k + ")";
-  }
-  if (b.passes > 1 && std::abs(std::log(b.rho * static_cast<double>(b.passes))) < std::log(std::sqrt(2.0))) {
-    return "the step had " + k + " backward passes and its gradient is about 1/" + k +
-           " of the batch's: the micro-batch losses were divided twice";
-  }
-  return "the cause is not determined (" + k + " backward pass" + (b.passes == 1 ? "" : "es") + ")";
-}
-
-std::string split_text(const std::vector<int64_t>& sizes) {
-  if (sizes.size() <= 1) return "the whole batch";
-  std::string t;
-  for (int64_t n : sizes) t += (t.empty() ? "" : " + ") + std::to_string(n);
-  return "micro-batches " + t + " weighed by their share";
-}
-
-void judge_batch_scale(const BatchScale& b, const Observed& o, Findings& f) {
-  f.metrics()["batch_gradient"] = {{"step", 0}, {"backward_passes", b.passes}, {"scale", b.rho},
-                                   {"scale_other_draws", b.rho_noise}, {"cosine", b.cosine},
-                                   {"same_draws", b.same_draws}, {"split", b.split},
-                                   {"judged", b.not_judged.empty()}};
-  if (!b.not_judged.empty()) {
-    f.recorded(kBatch, "not judged: step 0: " + b.not_judged);
-    return;
-  }
-  const std::string what = "step 0: the gradient of its " + std::to_string(b.passes) + " backward pass" +
-                           (b.passes == 1 ? "" : "es") + " is " + fmt::sig(b.rho, 4) +
-                           "x the gradient of the batch's loss recomputed over " + split_text(b.split) +
-                           " along it (cosine " + fmt::sig(b.cosine, 9) + ", " +
-                           (b.same_draws ? std::string("the step's own random draws")
-                                         : "other random draws than the step's; from still others: " +
-                                               fmt::sig(b.rho_noise, 4) + "x") +
-                           "; bounds 2^(+-1/2))";
-  const double boundary = std::log(std::sqrt(2.0));
-  const double deviation = std::abs(std::log(b.rho));
-  if (deviation < boundary) {
-    f.held(kBatch, what, deviation, boundary);
-  } else {
-    f.broken(kBatch, what + ": " + scale_cause(b, o), deviation, boundary);
-  }
-}
-
 // The precondition: the checkpoint round trip is exact (else the cell is skipped, named).
 void require_round_trip(const Observed& o, const Replayed& r, int64_t t) {
   std::string lost;
@@ -831,11 +577,11 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
     if (t == 0) {
       // Judged after the replays (below), so that the evidence leads with fresh_gradients.
       try {
-        const BatchScale b = measure_batch_scale(ctx, opts, before, o, *run);
-        batch_verdict = [b, o](Findings& into) { judge_batch_scale(b, o, into); };
+        const BatchScale b = measure_batch_scale(ctx, opts, before, o.fresh, o.passes, o.gen, *run);
+        batch_verdict = [b, passes = o.passes](Findings& into) { judge_batch_scale(b, passes, into); };
       } catch (const ProbeNotProvided& e) {
         const std::string why = e.what();
-        batch_verdict = [why](Findings& into) { into.recorded(kBatch, "not judged: " + why); };
+        batch_verdict = [why](Findings& into) { into.recorded(kBatchGradient, "not judged: " + why); };
       }
     }
     const Replayed correct = replay(ctx, opts, before, o.fresh, max_norm);

@@ -2,12 +2,14 @@
 // way passes (within the floating-point bound, not bitwise), the suite's own variants are caught by a
 // wide margin with the cause each one has, and a lossy checkpoint is named as the precondition it
 // breaks instead of a step-order bug.
+#include <algorithm>
 #include <cmath>
 
 #include <gtest/gtest.h>
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "suites/step_hygiene/batch_gradient.h"
 #include "suites/tests/test_recipes.h"
 #include "reference/reference_run.h"
 
@@ -108,6 +110,33 @@ TEST(StepHygieneEquivalents, ZeroGradByAssigningZerosPasses) {
   const Cell c = run_one("step_hygiene", "zero_grad_to_zeros", make<ZeroGradToZeros>());
   EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
   EXPECT_EQ(promise_status(c, "fresh_gradients"), "held") << c.evidence;
+}
+
+// The splits batch_gradient tries, the common ones first: tensor_split's, every split(m) with that
+// many parts (chunk's among them), the whole batch, then every other composition where at most 256.
+TEST(StepHygieneBatchGradient, TheSplitsTriedStartWithTheCommonOnesAndCoverEveryComposition) {
+  using step_hygiene::candidate_splits;
+  const std::vector<std::vector<int64_t>> s = candidate_splits(16, 3);
+  ASSERT_GE(s.size(), 4u);
+  EXPECT_EQ(s[0], (std::vector<int64_t>{6, 5, 5}));   // torch.tensor_split(x, 3)
+  EXPECT_EQ(s[1], (std::vector<int64_t>{6, 6, 4}));   // x.chunk(3), x.split(6)
+  EXPECT_EQ(s[2], (std::vector<int64_t>{7, 7, 2}));   // x.split(7)
+  EXPECT_EQ(s[3], (std::vector<int64_t>{16}));        // the whole batch, backpropagated 3 times
+  EXPECT_EQ(s.size(), 105u + 1u);                     // C(15, 2) compositions, and the whole batch
+  EXPECT_NE(std::find(s.begin(), s.end(), std::vector<int64_t>{4, 8, 4}), s.end());
+  for (const auto& sizes : s) {
+    int64_t total = 0;
+    for (int64_t n : sizes) {
+      EXPECT_GT(n, 0);
+      total += n;
+    }
+    EXPECT_EQ(total, 16);
+  }
+  // Too many compositions (256 into 4: 2.7 million): the common ones only.
+  const std::vector<std::vector<int64_t>> big = candidate_splits(256, 4);
+  EXPECT_LT(big.size(), 64u);
+  EXPECT_EQ(big[0], (std::vector<int64_t>{64, 64, 64, 64}));
+  EXPECT_EQ(candidate_splits(16, 1), (std::vector<std::vector<int64_t>>{{16}}));
 }
 
 // Each of the suite's variants: caught by the promise it breaks, with the cause it has (proven by
