@@ -49,15 +49,8 @@ class AccumulationRun(RegressionRun):
         self.schedule = torch.optim.lr_scheduler.CosineAnnealingLR(self.optimizer, T_max=4 * self.steps_per_epoch())
 
     def train_step(self) -> torchconform.StepRecord:
-        if self.batches is None:
-            self.batches = list(self._loader(self.epoch, workers=0))
-        if self.position >= len(self.batches):
-            self.epoch, self.position = self.epoch + 1, 0
-            self.batches = list(self._loader(self.epoch, workers=0))
-        x, y = (t.to(self.device) for t in self.batches[self.position])
-        self.model.train()
         lr = self.optimizer.param_groups[0]["lr"]
-        self._last = (x.clone(), y)
+        x, y = self.next_batch()
         self.optimizer.zero_grad(set_to_none=True)
         reported = 0.0
         for xs, ys in zip(x.split(MICRO), y.split(MICRO)):

@@ -98,7 +98,9 @@ class RegressionRun(torchconform.Run):
         return DataLoader(self.train_rows, batch_size=BATCH, shuffle=True, generator=g, num_workers=workers,
                           worker_init_fn=seed_worker, drop_last=True, collate_fn=Collate(transform))
 
-    def train_step(self) -> torchconform.StepRecord:
+    def next_batch(self):
+        """The step's batch on the device (a new epoch when the last one is used up), kept for
+        ``last_batch``; the model put in training mode."""
         if self.batches is None:
             self.batches = list(self._loader(self.epoch, workers=0))
         if self.position >= len(self.batches):
@@ -106,8 +108,12 @@ class RegressionRun(torchconform.Run):
             self.batches = list(self._loader(self.epoch, workers=0))
         x, y = (t.to(self.device) for t in self.batches[self.position])
         self.model.train()
-        lr = self.optimizer.param_groups[0]["lr"]
         self._last = (x.clone(), y)
+        return x, y
+
+    def train_step(self) -> torchconform.StepRecord:
+        lr = self.optimizer.param_groups[0]["lr"]
+        x, y = self.next_batch()
         with torch.autocast(self.device.type, dtype=self.amp.torch_dtype, enabled=self.amp.enabled):
             loss = nn.functional.mse_loss(self.model(x).float(), y) * self.amp.loss_weight
         self.optimizer.zero_grad(set_to_none=True)

@@ -342,43 +342,50 @@ TEST(WrittenDifferently, TabularRowsInDataSaturation) {
   EXPECT_NE(declared.evidence.find("no random augmentation"), std::string::npos) << declared.evidence;
 }
 
-// Gradient accumulation over uneven micro-batches (16 = 6 + 5 + 5), each micro-batch's loss weighted
-// by its share of the batch, so that the summed gradient is the whole batch's; zero_grad once before
-// the micro-batches, clipping and the step once after them. ZeroGradInLoop: the classic mistake,
-// zero_grad at the top of the micro-batch loop: only the last micro-batch's gradient reaches step().
-template <bool ZeroGradInLoop>
-class AccumulatedMicroBatches : public ref::ReferenceRun {
+// A loop written by hand that backpropagates the losses its forward_loss() left in losses_ one by
+// one (backward_each: the backward of one, with whatever the loop does around it), then unscales,
+// clips and steps once: what the accumulation recipes below share.
+class OwnMicroBatchLoop : public ref::ReferenceRun {
  protected:
-  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
-    micro_losses_.clear();
-    const int64_t batch = x.size(0);
-    at::Tensor reported;
-    int64_t at = 0;
-    for (const int64_t n : {batch - 2 * (batch / 3), batch / 3, batch / 3}) {
-      at::Tensor l = ReferenceRun::forward_loss(x.narrow(0, at, n), y.narrow(0, at, n)) *
-                     (static_cast<double>(n) / static_cast<double>(batch));
-      micro_losses_.push_back(l);
-      reported = reported.defined() ? reported + l.detach() : l.detach();
-      at += n;
-    }
-    return reported;  // the batch's loss: the size-weighted sum of the micro-batches'
-  }
+  virtual void backward_each(const at::Tensor& l) { scaler_->scale(l).backward(); }
   void optimisation_step(const at::Tensor&) override {
     optimizer_->zero_grad(/*set_to_none=*/true);
-    for (const at::Tensor& l : micro_losses_) {
-      if (ZeroGradInLoop) optimizer_->zero_grad(/*set_to_none=*/true);
-      scaler_->scale(l).backward();
-    }
-    micro_losses_.clear();
+    for (const at::Tensor& l : losses_) backward_each(l);
+    losses_.clear();
     after_backward();
     scaler_->unscale_(*optimizer_);
     torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
     scaler_->step(*optimizer_);
     scaler_->update();
   }
+  std::vector<at::Tensor> losses_;
+};
 
- private:
-  std::vector<at::Tensor> micro_losses_;
+// Gradient accumulation over uneven micro-batches (16 = 6 + 5 + 5), each micro-batch's loss weighted
+// by its share of the batch, so that the summed gradient is the whole batch's; zero_grad once before
+// the micro-batches, clipping and the step once after them. ZeroGradInLoop: the classic mistake,
+// zero_grad at the top of the micro-batch loop: only the last micro-batch's gradient reaches step().
+template <bool ZeroGradInLoop>
+class AccumulatedMicroBatches : public OwnMicroBatchLoop {
+ protected:
+  at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
+    losses_.clear();
+    const int64_t batch = x.size(0);
+    at::Tensor reported;
+    int64_t at = 0;
+    for (const int64_t n : {batch - 2 * (batch / 3), batch / 3, batch / 3}) {
+      at::Tensor l = ReferenceRun::forward_loss(x.narrow(0, at, n), y.narrow(0, at, n)) *
+                     (static_cast<double>(n) / static_cast<double>(batch));
+      losses_.push_back(l);
+      reported = reported.defined() ? reported + l.detach() : l.detach();
+      at += n;
+    }
+    return reported;  // the batch's loss: the size-weighted sum of the micro-batches'
+  }
+  void backward_each(const at::Tensor& l) override {
+    if (ZeroGradInLoop) optimizer_->zero_grad(/*set_to_none=*/true);
+    scaler_->scale(l).backward();
+  }
 };
 
 // The same mistakes and a correct loop, written otherwise: the micro-batches cut by x.chunk(3)
@@ -386,7 +393,7 @@ class AccumulatedMicroBatches : public ref::ReferenceRun {
 // backpropagated twice (retain_graph), as loops written by hand do.
 enum class ByHand { kChunkedCorrect, kUndivided, kBackwardTwice, kOddSplitCorrect, kOddSplitUndivided };
 template <ByHand Kind>
-class HandAccumulation : public ref::ReferenceRun {
+class HandAccumulation : public OwnMicroBatchLoop {
  protected:
   at::Tensor forward_loss(const at::Tensor& x, const at::Tensor& y) override {
     losses_.clear();
@@ -394,8 +401,8 @@ class HandAccumulation : public ref::ReferenceRun {
       losses_.push_back(ReferenceRun::forward_loss(x, y));
       return losses_.back().detach();
     }
-    // x.chunk(3), or a split neither tensor_split nor chunk makes (4 + 8 + 4 of 16): the check then
-    // cannot reproduce the step's dropout masks and judges by the spread of its own draws.
+    // x.chunk(3), or a split neither tensor_split nor chunk makes (4 + 8 + 4 of 16: the check finds it
+    // among every composition of the batch).
     const bool odd = Kind == ByHand::kOddSplitCorrect || Kind == ByHand::kOddSplitUndivided;
     const std::vector<at::Tensor> xs = odd ? x.split_with_sizes({4, 8, x.size(0) - 12}) : x.chunk(3);
     const std::vector<at::Tensor> ys = odd ? y.split_with_sizes({4, 8, y.size(0) - 12}) : y.chunk(3);
@@ -411,22 +418,10 @@ class HandAccumulation : public ref::ReferenceRun {
     const bool undivided = Kind == ByHand::kUndivided || Kind == ByHand::kOddSplitUndivided;
     return undivided ? reported / 3.0 : reported;  // the log shows the mean either way
   }
-  void optimisation_step(const at::Tensor&) override {
-    optimizer_->zero_grad(/*set_to_none=*/true);
-    for (const at::Tensor& l : losses_) {
-      if (Kind == ByHand::kBackwardTwice) scaler_->scale(l).backward({}, /*retain_graph=*/true);
-      scaler_->scale(l).backward();
-    }
-    losses_.clear();
-    after_backward();
-    scaler_->unscale_(*optimizer_);
-    torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
-    scaler_->step(*optimizer_);
-    scaler_->update();
+  void backward_each(const at::Tensor& l) override {
+    if (Kind == ByHand::kBackwardTwice) scaler_->scale(l).backward({}, /*retain_graph=*/true);
+    scaler_->scale(l).backward();
   }
-
- private:
-  std::vector<at::Tensor> losses_;
 };
 
 // zero_grad after the step instead of before the backward (the gradients are cleared for the next
