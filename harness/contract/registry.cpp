@@ -99,7 +99,8 @@ std::vector<std::string> Registry::validate() const {
     }
   }
   for (const CheckInfo& c : checks_) {
-    for (const auto& [id, cells] : c.not_judged_pins) {
+    for (const auto& pin : c.not_judged_pins) {
+      const std::string& id = pin.first;  // a plain reference: a lambda may not capture a binding in C++17
       const auto p = std::find_if(c.promises.begin(), c.promises.end(), [&](const PromiseInfo& q) { return q.id == id; });
       if (p == c.promises.end() || p->timing) {
         problems.push_back("check '" + c.name + "' (" + c.file + ":" + std::to_string(c.line) + ") pins NotJudged('" +
