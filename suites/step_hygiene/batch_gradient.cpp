@@ -14,6 +14,8 @@ namespace tc::step_hygiene {
 namespace {
 
 constexpr int64_t kMaxCompositions = 256;
+// ln sqrt(2): the log-distance from a scale of 1 at which a whole factor (2, k, 1/k) is nearer.
+const double kBoundary = 0.5 * std::log(2.0);
 
 
 
@@ -74,12 +76,12 @@ std::string scale_cause(const BatchScale& b, const std::vector<std::vector<at::T
     return "its " + k + " backward passes carried bitwise the same gradient: the same loss was backpropagated " + k +
            " times";
   }
-  if (b.passes > 1 && std::abs(std::log(b.rho / static_cast<double>(b.passes))) < std::log(std::sqrt(2.0))) {
+  if (b.passes > 1 && std::abs(std::log(b.rho / static_cast<double>(b.passes))) < kBoundary) {
     return "the step had " + k + " backward passes and its gradient is about " + k +
            "x the batch's: each micro-batch's mean loss was backpropagated undivided (weigh each by its share of the "
            "batch, or divide by " + k + ")";
   }
-  if (b.passes > 1 && std::abs(std::log(b.rho * static_cast<double>(b.passes))) < std::log(std::sqrt(2.0))) {
+  if (b.passes > 1 && std::abs(std::log(b.rho * static_cast<double>(b.passes))) < kBoundary) {
     return "the step had " + k + " backward passes and its gradient is about 1/" + k +
            " of the batch's: the micro-batch losses were divided twice";
   }
@@ -211,8 +213,7 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
   b.rho = dot(step, ref) / rr;
   b.rho_noise = dot(other, ref) / rr;
   b.cosine = dot(step, ref) / std::sqrt(dot(step, step) * rr);
-  const double boundary = std::log(std::sqrt(2.0));
-  if (!b.same_draws && !(std::abs(std::log(std::max(b.rho_noise, 1e-30))) < boundary / 2)) {
+  if (!b.same_draws && !(std::abs(std::log(std::max(b.rho_noise, 1e-30))) < kBoundary / 2)) {
     b.not_judged = "the recomputation from other generator states (other dropout masks) gives a scale of " +
                    fmt::sig(b.rho_noise, 3) + " along the first, outside 2^(+-1/4): the batch's gradient varies too "
                    "much with its random draws to judge the step's scale";
@@ -240,12 +241,11 @@ void judge_batch_scale(const BatchScale& b, const std::vector<std::vector<at::Te
                                          : "other random draws than the step's; from still others: " +
                                                fmt::sig(b.rho_noise, 4) + "x") +
                            "; bounds 2^(+-1/2))";
-  const double boundary = std::log(std::sqrt(2.0));
   const double deviation = std::abs(std::log(b.rho));
-  if (deviation < boundary) {
-    f.held(kBatchGradient, what, deviation, boundary);
+  if (deviation < kBoundary) {
+    f.held(kBatchGradient, what, deviation, kBoundary);
   } else {
-    f.broken(kBatchGradient, what + ": " + scale_cause(b, passes), deviation, boundary);
+    f.broken(kBatchGradient, what + ": " + scale_cause(b, passes), deviation, kBoundary);
   }
 }
 
