@@ -13,6 +13,9 @@ set -euo pipefail
 # The pinned torch: the newest 2.x on PyPI that installs and builds here (see README).
 TC_TORCH_VERSION=2.15.0
 TC_JSONSCHEMA_VERSION=4.26.0
+# Beside torch in the venv: the report schema test's validator; the wheel's build backend and the
+# pytest plugin's runner (ctest python.wheel: pyproject.toml, python/torchconform/pytest_plugin.py).
+TC_PIP_PINS=("jsonschema==$TC_JSONSCHEMA_VERSION" "scikit-build-core==0.11.6" "pytest==8.4.2")
 TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev libssl-dev
          chromium     # chromium: the HTML report test renders the page headless
          libgloo-dev  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
@@ -42,9 +45,12 @@ tc_ensure_debs() {
 
 tc_ensure_venv() {
   local py="$TC_VENV/bin/python"
-  if [ -x "$py" ] && "$py" - "$TC_TORCH_VERSION" "$TC_JSONSCHEMA_VERSION" 2>/dev/null <<'PY'
+  if [ -x "$py" ] && "$py" - "$TC_TORCH_VERSION" "${TC_PIP_PINS[@]}" 2>/dev/null <<'PY'
 import sys, importlib.metadata as m
-ok = m.version("torch").split("+")[0] == sys.argv[1] and m.version("jsonschema") == sys.argv[2]
+ok = m.version("torch").split("+")[0] == sys.argv[1]
+for pin in sys.argv[2:]:
+    name, version = pin.split("==")
+    ok = ok and m.version(name) == version
 sys.exit(0 if ok else 1)
 PY
   then return; fi
@@ -52,7 +58,7 @@ PY
   mkdir -p "$(dirname "$TC_VENV")"
   [ -x "$py" ] || python3 -m venv "$TC_VENV"
   "$TC_VENV/bin/pip" install -q --disable-pip-version-check \
-    "torch==$TC_TORCH_VERSION" "jsonschema==$TC_JSONSCHEMA_VERSION"
+    "torch==$TC_TORCH_VERSION" "${TC_PIP_PINS[@]}"
 }
 
 tc_configure_only() {

@@ -76,7 +76,7 @@ install(TARGETS torchconform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # package `torchconform` a recipe imports. The binary (python/bridge/interpreter.cpp) looks for it
 # at TC_PYTHON_PACKAGE_RELATIVE_DIR from its own directory first, then in the source tree's python/
 # (TC_PYTHON_PACKAGE_DIR), which is what a binary in the build tree finds.
-if(TC_PYTHON_BRIDGE_BUILT)
+if(TC_PYTHON_EMBED_BUILT)
   set(TC_INSTALL_PYTHONDIR ${CMAKE_INSTALL_DATADIR}/torchconform/python)
   install(DIRECTORY python/torchconform DESTINATION ${TC_INSTALL_PYTHONDIR}
           FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)

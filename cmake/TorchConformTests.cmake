@@ -46,24 +46,24 @@ tc_torch_link_fixups(tc_harness_tests)
 tc_gtest_suites(tc_harness_tests LABELS unit)
 
 # The Python bridge (python/bridge), where it is built: Python recipes through tc::Run.
-if(TC_PYTHON_BRIDGE_BUILT)
+if(TC_PYTHON_EMBED_BUILT)
   add_executable(tc_python_bridge_tests python/bridge/tests/bridge_test.cpp python/bridge/tests/compile_probe_test.cpp
                  python/bridge/tests/data_parallel_probe_test.cpp)
-  target_link_libraries(tc_python_bridge_tests PRIVATE tc_python_bridge GTest::gtest_main)
+  target_link_libraries(tc_python_bridge_tests PRIVATE tc_python_bridge tc_python_embed GTest::gtest_main)
   target_compile_options(tc_python_bridge_tests PRIVATE ${TORCH_CXX_FLAGS})
   target_compile_definitions(tc_python_bridge_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_bridge_tests)
   tc_gtest_suites(tc_python_bridge_tests LABELS unit)
   # `run --python` through the command line, with two checks of its own (python/bridge/tests/cli_test.cpp).
   add_executable(tc_python_cli_tests python/bridge/tests/cli_test.cpp)
-  target_link_libraries(tc_python_cli_tests PRIVATE tc_python_register tc_cli tc_harness GTest::gtest_main)
+  target_link_libraries(tc_python_cli_tests PRIVATE tc_python_register tc_python_embed tc_cli tc_harness GTest::gtest_main)
   target_compile_options(tc_python_cli_tests PRIVATE ${TORCH_CXX_FLAGS})
   target_compile_definitions(tc_python_cli_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_cli_tests)
   tc_gtest_suites(tc_python_cli_tests LABELS unit)
   # The Python reference against the C++ one, 20 losses bitwise (python/bridge/tests/reference_parity_test.cpp).
   add_executable(tc_python_parity_tests python/bridge/tests/reference_parity_test.cpp)
-  target_link_libraries(tc_python_parity_tests PRIVATE tc_python_bridge tc_reference_recipe GTest::gtest_main)
+  target_link_libraries(tc_python_parity_tests PRIVATE tc_python_bridge tc_python_embed tc_reference_recipe GTest::gtest_main)
   target_compile_options(tc_python_parity_tests PRIVATE ${TORCH_CXX_FLAGS})
   target_compile_definitions(tc_python_parity_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_parity_tests)
@@ -370,7 +370,7 @@ set(TC_BINARY $<TARGET_FILE:torchconform>)
 # The Python reference and variants (python/reference/), where the bridge is built: their cells
 # are registered beside the C++ ones (conformance.python.cpu.<check>, label python).
 set(TC_PY_REFERENCE_SPECS "")
-if(TC_PYTHON_BRIDGE_BUILT)
+if(TC_PYTHON_EMBED_BUILT)
   set(TC_PY_REFERENCE_SPECS "--python;${PROJECT_SOURCE_DIR}/python/reference/reference.py;--python;${PROJECT_SOURCE_DIR}/python/reference/variants.py")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/conformance_tests.cmake.in
@@ -405,10 +405,18 @@ add_test(NAME compat.user_recipes
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
 set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 COST 180)
+# The wheel as a Python team gets it (pyproject.toml; python/tests/test_wheel.py): built by pip
+# (scikit-build-core) in build-wheel/ from the objects ccache holds, installed into a fresh venv of
+# the pinned torch and pytest, the example run and the pytest plugin used from there.
+if(TC_PYTHON_BRIDGE_BUILT)
+  add_test(NAME python.wheel
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_wheel.py ${PROJECT_SOURCE_DIR} ${TC_TEST_OUT}/wheel)
+  set_tests_properties(python.wheel PROPERTIES LABELS "python;example" TIMEOUT 1800 COST 300 PROCESSORS 2)
+endif()
 # A team's Python training script (examples/python_recipe, its own directory) through the installed
 # binary's `run --python`: the installed torchconform package imported, the cells ok, language python.
 # Three checks, about a minute: reproducibility (a fresh process too), resume_equality, eval_mode.
-if(TC_PYTHON_BRIDGE_BUILT)
+if(TC_PYTHON_EMBED_BUILT)
   add_test(NAME example.python_recipe
            COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
                    -DWORK=${TC_TEST_OUT}/python_recipe -DCHECKS=reproducibility,resume_equality,eval_mode

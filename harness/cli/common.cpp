@@ -1,5 +1,7 @@
 #include "harness/cli/common.h"
 
+#include "harness/cli.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -56,7 +58,15 @@ std::vector<std::string> split_list(const std::vector<std::string>& items) {
   return out;
 }
 
+namespace {
+std::string& self_override() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
 std::string self_executable() {
+  if (!self_override().empty()) return self_override();
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
@@ -110,3 +120,7 @@ std::vector<std::string> load_python_recipes(const std::vector<std::string>& spe
 
 
 }  // namespace tc::cli
+
+namespace tc {
+void set_self_executable(const std::string& path) { cli::self_override() = path; }
+}  // namespace tc

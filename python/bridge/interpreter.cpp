@@ -176,6 +176,40 @@ void start() {
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
 }
 
+// Hosted: this process is a Python (the team's interpreter, which imported the extension module
+// python/module/native.cpp). Nothing to start or to put on sys.path: the interpreter, its venv and
+// the installed `torchconform` package are the team's. The same torch check and bridge import as
+// start(); the module's main() has released the GIL, which each caller takes for its own duration.
+void adopt_running_interpreter() {
+  std::string error;
+  {
+    py::gil_scoped_acquire gil;
+    try {
+      py::module_ torch = py::module_::import("torch");
+      const std::string version = py::str(torch.attr("__version__"));
+      const std::string libtorch = TORCH_VERSION;
+      if (version.compare(0, libtorch.size(), libtorch) != 0) {
+        throw std::runtime_error("this interpreter's torch is " + version + ", the extension module's LibTorch " +
+                                 libtorch + ": install the torch this torchconform was built against");
+      }
+      py::module_::import("torchconform._bridge");
+      py::module_ sys = py::module_::import("sys");
+      py::module_ os = py::module_::import("os");
+      const std::string package_init = py::str(py::module_::import("torchconform").attr("__file__"));
+      const std::string torch_init = py::str(torch.attr("__file__"));
+      g_info = {py::str(os.attr("path").attr("dirname")(os.attr("path").attr("dirname")(torch_init))),
+                py::str(os.attr("path").attr("dirname")(os.attr("path").attr("dirname")(package_init))),
+                py::str(sys.attr("version"))};
+    } catch (py::error_already_set& e) {
+      error = "the hosting Python cannot run recipes: " + describe_python_error(e);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!error.empty()) throw std::runtime_error(error);
+  forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
+}
+
 }  // namespace
 
 void ensure_interpreter() {
@@ -186,7 +220,11 @@ void ensure_interpreter() {
   if (started) return;
   if (!failure.empty()) throw std::runtime_error(failure);
   try {
-    start();
+    if (Py_IsInitialized() != 0) {
+      adopt_running_interpreter();
+    } else {
+      start();
+    }
     started = true;
   } catch (const std::exception& e) {
     failure = e.what();

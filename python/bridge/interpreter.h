@@ -1,6 +1,11 @@
-// The CPython interpreter torchconform embeds for Python recipes (`run --python FILE.py:Class`).
+// The CPython interpreter that runs Python recipes (`run --python FILE.py:Class`): the team's own
+// where it hosts the checks (the extension module torchconform._native, python/module/native.cpp,
+// the wheel), else the one the binary embeds.
 //
-// Started once per process, lazily: a binary that never loads a Python recipe never starts it. It is
+// Hosted (Py_IsInitialized() when first asked): nothing is started or added to sys.path; the same
+// torch version check and bridge import are made, in the host's interpreter and its environment.
+//
+// Embedded: started once per process, lazily: a binary that never loads a Python recipe never starts it. It is
 // the libpython the build linked (Debian's python3.11-dev by default, TC_EMBED_PYTHON in CMake),
 // with its own standard library, configured isolated (PYTHONPATH and PYTHONHOME are not read, no
 // signal handlers: the harness owns SIGINT and kills its children itself). sys.path gets, in front:

@@ -105,6 +105,21 @@ PythonRun::PythonRun(py::object instance) : instance_(std::move(instance)) {
   }
 }
 
+std::vector<CheckOutlook> PythonRun::outlook(const std::vector<std::string>& checks, const std::string& device) const {
+  py::gil_scoped_acquire gil;
+  std::vector<CheckOutlook> out;
+  try {
+    py::object rows = py::module_::import("torchconform._outlook").attr("outlook")(instance_.attr("__class__"), checks, device);
+    for (const py::handle row : rows) {
+      const auto t = row.cast<py::tuple>();
+      out.push_back({t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::string>()});
+    }
+  } catch (py::error_already_set& e) {
+    rethrow_python_error(e, "the recipe's outlook");
+  }
+  return out;
+}
+
 PythonRun::~PythonRun() {
   end_compile();
   py::gil_scoped_acquire gil;

@@ -23,6 +23,7 @@
 #include "harness/contract/data_parallel_probe.h"
 #include "harness/contract/distributed_probe.h"
 #include "harness/contract/loader_probe.h"
+#include "harness/contract/recipe_outlook.h"
 #include "harness/contract/run.h"
 #include "harness/contract/state_probes.h"
 #include "python/bridge/pybind.h"
@@ -39,11 +40,15 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
                                                           public CompileProbe,
                                                           public DataParallelProbe,
                                                           public AmpProbe,
-                                                          public DistributedProvider {
+                                                          public DistributedProvider,
+                                                          public RecipeOutlook {
  public:
   // `instance`: a torchconform.Run (the caller holds the GIL).
   explicit PythonRun(pybind11::object instance);
   ~PythonRun() override;
+
+  // RecipeOutlook: torchconform._outlook on the class (nothing runs).
+  std::vector<CheckOutlook> outlook(const std::vector<std::string>& checks, const std::string& device) const override;
   PythonRun(const PythonRun&) = delete;
   PythonRun& operator=(const PythonRun&) = delete;
 
