@@ -38,11 +38,15 @@ install(CODE "
     RESOLVED_DEPENDENCIES_VAR _tc_deps
     UNRESOLVED_DEPENDENCIES_VAR _tc_unresolved
     DIRECTORIES \"${TORCH_INSTALL_PREFIX}/lib\"
-    PRE_EXCLUDE_REGEXES \"^ld-linux\" \"^libc[.]so\" \"^libm[.]so\" \"^libdl[.]so\" \"^libpthread[.]so\" \"^librt[.]so\"
+    PRE_EXCLUDE_REGEXES \"^ld-linux\" \"^libc[.]so\" \"^libm[.]so\" \"^libdl[.]so\" \"^libpthread[.]so\" \"^librt[.]so\" \"^libutil[.]so\"
                         \"^libstdc[+][+][.]so\" \"^libgcc_s[.]so\" \"^libpython\"
     POST_EXCLUDE_REGEXES \"/torch/lib/\" \"/nvidia/\" \"/cuda[^/]*/\")
-  foreach(_d IN LISTS _tc_deps)
-    file(INSTALL \"\${_d}\" DESTINATION \"\${CMAKE_INSTALL_PREFIX}/torchconform/lib\" FOLLOW_SYMLINK_CHAIN)
+  foreach(_d IN LISTS _tc_deps)  # the file itself, under the name the module asks for (its soname)
+    file(REAL_PATH \"\${_d}\" _real)
+    get_filename_component(_name \"\${_d}\" NAME)
+    file(MAKE_DIRECTORY \"\${CMAKE_INSTALL_PREFIX}/torchconform/lib\")
+    file(COPY_FILE \"\${_real}\" \"\${CMAKE_INSTALL_PREFIX}/torchconform/lib/\${_name}\")
+    message(STATUS \"Bundled: torchconform/lib/\${_name} (\${_real})\")
   endforeach()
   foreach(_u IN LISTS _tc_unresolved)
     if(NOT _u MATCHES \"^lib(torch|c10|cuda|cudart|nccl|cupti|cublas|cudnn|nvrtc|nvToolsExt|gomp|shm)\")

@@ -410,7 +410,8 @@ set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 
 # the pinned torch and pytest, the example run and the pytest plugin used from there.
 if(TC_PYTHON_BRIDGE_BUILT)
   add_test(NAME python.wheel
-           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_wheel.py ${PROJECT_SOURCE_DIR} ${TC_TEST_OUT}/wheel)
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_wheel.py ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
+                   ${TC_TEST_OUT}/wheel)
   set_tests_properties(python.wheel PROPERTIES LABELS "python;example" TIMEOUT 1800 COST 300 PROCESSORS 2)
 endif()
 # A team's Python training script (examples/python_recipe, its own directory) through the installed

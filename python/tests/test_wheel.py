@@ -15,7 +15,7 @@ wheels pip installed there, RECORD by RECORD), so nothing is downloaded. The whe
 build-wheel/ beside build/, whose objects ccache already holds (CMakeLists.txt: CCACHE_BASEDIR): a
 link, not a second compile. Standard library only (unittest):
 
-    python3 python/tests/test_wheel.py SOURCE_DIR WORK_DIR
+    python3 python/tests/test_wheel.py SOURCE_DIR BUILD_DIR WORK_DIR
 """
 import glob
 import importlib.metadata as metadata
@@ -30,6 +30,7 @@ import unittest
 import xml.etree.ElementTree as ET
 
 SOURCE = None
+BUILD = None
 WORK = None
 CHECKS = "reproducibility,eval_mode"
 
@@ -53,22 +54,27 @@ class ForgetsEval(TrainRun):
 
 
 def closure(names):
-    """The distributions `names` need (their requirements, without extras), by name."""
-    seen, todo = {}, list(names)
+    """The distributions `names` need, by name: their requirements whose markers hold here, with the
+    extras asked for (torch asks for cuda-toolkit[cudart,...]: those extras' requirements too)."""
+    from packaging.requirements import Requirement
+
+    seen, todo = {}, [(n, ()) for n in names]
+    done = set()
     while todo:
-        name = todo.pop()
+        name, extras = todo.pop()
         key = re.sub(r"[-_.]+", "-", name).lower()
-        if key in seen:
+        if (key, extras) in done:
             continue
+        done.add((key, extras))
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue
         seen[key] = dist
-        for req in dist.requires or []:
-            if "extra ==" in req:
-                continue
-            todo.append(re.split(r"[ ;<>=!\[~(]", req, 1)[0])
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in (extras or ("",))):
+                todo.append((req.name, tuple(sorted(req.extras))))
     return seen
 
 
@@ -95,6 +101,16 @@ def fresh_venv(path, packages):
     return path
 
 
+def same_compiler(build_dir):
+    """pip's config settings that give the wheel's CMake the compiler the build used: ccache keys on
+    the compiler's name too (/usr/bin/c++ and /usr/bin/g++ are one program and two keys)."""
+    with open(os.path.join(build_dir, "CMakeCache.txt"), encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("CMAKE_CXX_COMPILER:"):
+                return ["-C", "cmake.define.CMAKE_CXX_COMPILER=" + line.split("=", 1)[1].strip()]
+    return []
+
+
 def clean_env():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "TORCHCONFORM_", "VIRTUAL_ENV"))}
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -110,7 +126,7 @@ class Wheel(unittest.TestCase):
         dist = os.path.join(WORK, "dist")
         env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2"))
         build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
-                                "-w", dist, SOURCE], env=env, capture_output=True, text=True)
+                                "-w", dist, *same_compiler(BUILD), SOURCE], env=env, capture_output=True, text=True)
         if build.returncode != 0:
             raise AssertionError("pip wheel failed:\n" + (build.stdout + build.stderr)[-6000:])
         wheels = glob.glob(os.path.join(dist, "torchconform-*.whl"))
@@ -129,6 +145,8 @@ class Wheel(unittest.TestCase):
             shutil.copy(os.path.join(SOURCE, "examples", "python_recipe", f), cls.team)
         with open(os.path.join(cls.team, "test_loop.py"), "w", encoding="utf-8") as f:
             f.write(BROKEN_TEST_FILE)
+        with open(os.path.join(cls.team, "pytest.ini"), "w", encoding="utf-8") as f:
+            f.write("[pytest]\n")  # the team's own project: pytest's rootdir is here, not this repository
         print(f"wheel {os.path.basename(cls.wheel)}: {os.path.getsize(cls.wheel) / 2**20:.1f} MiB, built in {t1 - t0:.0f} s; "
               f"venv + install {t2 - t1:.0f} s", file=sys.stderr)
 
@@ -143,7 +161,8 @@ class Wheel(unittest.TestCase):
         module = glob.glob(os.path.join(site, "torchconform", "_native*.so"))
         self.assertEqual(len(module), 1, module)
         ldd = subprocess.run(["ldd", module[0]], capture_output=True, text=True, check=True).stdout
-        system_ok = re.compile(r"^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libstdc\+\+\.so|libgcc_s\.so)")
+        system_ok = re.compile(r"^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|libpthread\.so|librt\.so|libutil\.so|"
+                               r"libstdc\+\+\.so|libgcc_s\.so)")
         outside = []
         for line in ldd.splitlines():
             parts = line.split()
@@ -224,12 +243,14 @@ class Wheel(unittest.TestCase):
         # A file named on the command line; -k keeps one of its two checks.
         picked = self.run_in_team(self.python, "-m", "pytest", "-p", "no:cacheprovider", "--torchconform", "check_train.py",
                                   "--torchconform-device", "cpu", "--torchconform-check", CHECKS, "-k", "eval_mode",
+                                  "--torchconform-json", "reports/pytest.json", "--torchconform-html", "",
                                   "check_train.py", "-rA")
         self.assertEqual(picked.returncode, 0, picked.stdout[-4000:] + picked.stderr[-2000:])
         self.assertIn("1 passed, 1 deselected", picked.stdout)
         # A test file naming its Run classes: the example's passes, the broken one fails with evidence.
         judged = self.run_in_team(self.python, "-m", "pytest", "-p", "no:cacheprovider", "test_loop.py",
                                   "--torchconform-device", "cpu", "--torchconform-check", "eval_mode",
+                                  "--torchconform-json", "reports/pytest.json", "--torchconform-html", "reports/pytest.html",
                                   f"--junitxml={junit}", "-rA")
         print(judged.stdout[-6000:], file=sys.stderr)
         self.assertEqual(judged.returncode, 1, judged.stdout[-4000:] + judged.stderr[-2000:])
@@ -242,5 +263,5 @@ class Wheel(unittest.TestCase):
         self.assertIn("ForgetsEval", failed[0])
 
 if __name__ == "__main__":
-    SOURCE, WORK = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
+    SOURCE, BUILD, WORK = (os.path.abspath(a) for a in sys.argv[1:4])
     unittest.main(argv=[sys.argv[0], "-v"])

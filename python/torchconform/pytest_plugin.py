@@ -250,7 +250,7 @@ class _Session:
         checks = sorted({i.check for i in items})
         devices = sorted({i.device for i in items})
         json_path = os.path.abspath(opt("torchconform_json"))
-        html_path = os.path.abspath(opt("torchconform_html"))
+        html_path = os.path.abspath(opt("torchconform_html")) if opt("torchconform_html") else ""  # "": none
         args = ["run"]
         for s in specs:
             args += ["--python", s]
