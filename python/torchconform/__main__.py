@@ -47,6 +47,11 @@ def main(argv=None) -> int:
     import torch  # noqa: F401  LibTorch's libraries, loaded before the module that links them
     from torchconform import _native
 
+    # torchrun (the multi-process checks) from this interpreter's environment, where it has one:
+    # the torch wheel installs it beside the interpreter, whether or not the venv is activated.
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if os.access(torchrun, os.X_OK):
+        os.environ.setdefault("TORCHCONFORM_TORCHRUN", torchrun)
     sys.stdout.flush()
     sys.stderr.flush()
     return _native.main(["torchconform", *args], _launcher())
