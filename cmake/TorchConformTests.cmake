@@ -456,6 +456,13 @@ if(TC_PYTHON_EMBED_BUILT)
                    $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/fsdp_mlp_run.py:FsdpMlpRun
                    ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
   set_tests_properties(python.distributed_written_apart PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2 COST 15)
+  # fsdp on a correct Python recipe without bare_model(): the bare load is recorded, never broken.
+  add_test(NAME python.fsdp_without_bare_model
+           COMMAND ${CMAKE_COMMAND} -E env TC_CELL_JSON=${TC_TEST_OUT}/fsdp-no-bare.json
+                   sh -c "\"$1\" run --device cpu --python \"$2\" --check fsdp --recipe no_bare_model_run --json \"$TC_CELL_JSON\" --html '' && \"$3\" \"$4\" \"$TC_CELL_JSON\" held,recorded" sh
+                   $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/no_bare_model_run.py:NoBareModelRun
+                   ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
+  set_tests_properties(python.fsdp_without_bare_model PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2 COST 35)
 endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------

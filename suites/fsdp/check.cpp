@@ -306,6 +306,8 @@ CheckResult check_fsdp(const CheckContext& ctx) {
             } else {
               mine["bare"] = {{"recorded", "its model state is in a format of the recipe's own: " + first_line(l.detail)}};
             }
+          } catch (const ProbeNotProvided& e) {  // no bare_model() of the recipe's: nothing to load into
+            mine["bare"] = {{"recorded", first_line(e.what())}};
           } catch (const std::exception& e) {
             mine["bare"] = {{"broken", "loading it into a bare model raised: " + first_line(e.what())}};
           }
