@@ -111,6 +111,19 @@ def _tc_setup(package_dir, site_packages, python):
 
 InterpreterInfo g_info;
 
+// Imports torch, refuses a version other than this build's LibTorch (the message: `whose` `version`
+// `versus` LibTorch `advice`), then the bridge's helpers; returns torch. The caller holds the GIL.
+py::module_ import_torch_and_bridge(const std::string& whose, const std::string& versus, const std::string& advice) {
+  py::module_ torch = py::module_::import("torch");
+  const std::string version = py::str(torch.attr("__version__"));
+  const std::string libtorch = TORCH_VERSION;
+  if (version.compare(0, libtorch.size(), libtorch) != 0) {
+    throw std::runtime_error(whose + " is " + version + versus + libtorch + advice);
+  }
+  py::module_::import("torchconform._bridge");
+  return torch;
+}
+
 // A recipe's process may be a fork of this one (harness/util/forking.h): what os.fork does around
 // fork(), with the GIL taken for it by the forking thread (which holds it nowhere else).
 PyGILState_STATE g_fork_gil;
@@ -157,14 +170,8 @@ void start() {
     scope["__builtins__"] = py::module_::import("builtins");
     py::exec(kSetup, scope);
     scope["_tc_setup"](package_dir, venv.site_packages, worker_python(venv.python));
-    py::module_ torch = py::module_::import("torch");
-    const std::string version = py::str(torch.attr("__version__"));
-    const std::string libtorch = TORCH_VERSION;
-    if (version.compare(0, libtorch.size(), libtorch) != 0) {
-      throw std::runtime_error("the venv's torch is " + version + " (" + venv.site_packages + "), this binary's LibTorch " +
-                               libtorch + ": a Python recipe needs the one wheel both come from");
-    }
-    py::module_::import("torchconform._bridge");
+    import_torch_and_bridge("the venv's torch", " (" + venv.site_packages + "), this binary's LibTorch ",
+                            ": a Python recipe needs the one wheel both come from");
     g_info = {venv.site_packages, package_dir, py::str(py::module_::import("sys").attr("version"))};
   } catch (py::error_already_set& e) {
     error = "the embedded Python could not start: " + describe_python_error(e);
@@ -185,14 +192,8 @@ void adopt_running_interpreter() {
   {
     py::gil_scoped_acquire gil;
     try {
-      py::module_ torch = py::module_::import("torch");
-      const std::string version = py::str(torch.attr("__version__"));
-      const std::string libtorch = TORCH_VERSION;
-      if (version.compare(0, libtorch.size(), libtorch) != 0) {
-        throw std::runtime_error("this interpreter's torch is " + version + ", the extension module's LibTorch " +
-                                 libtorch + ": install the torch this torchconform was built against");
-      }
-      py::module_::import("torchconform._bridge");
+      py::module_ torch = import_torch_and_bridge("this interpreter's torch", ", the extension module's LibTorch ",
+                                                  ": install the torch this torchconform was built against");
       py::module_ sys = py::module_::import("sys");
       py::module_ os = py::module_::import("os");
       const std::string package_init = py::str(py::module_::import("torchconform").attr("__file__"));
