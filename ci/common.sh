@@ -62,9 +62,12 @@ PY
 }
 
 tc_configure_only() {
-  local args=(-S "$TC_ROOT" -B "$TC_BUILD_DIR" -G Ninja "-DTC_PYTHON=$TC_VENV/bin/python")
+  # -DTC_WERROR=ON: a warning fails the build. Every build directory ci/ configures has it, so that
+  # its compile commands, and so ccache's keys, are the same in every clone (CI's included).
+  local args=(-S "$TC_ROOT" -B "$TC_BUILD_DIR" -G Ninja "-DTC_PYTHON=$TC_VENV/bin/python" -DTC_WERROR=ON)
   if [ ! -f "$TC_BUILD_DIR/CMakeCache.txt" ] || \
-     ! grep -q "^TC_PYTHON:.*=$TC_VENV/bin/python$" "$TC_BUILD_DIR/CMakeCache.txt"; then
+     ! grep -q "^TC_PYTHON:.*=$TC_VENV/bin/python$" "$TC_BUILD_DIR/CMakeCache.txt" || \
+     ! grep -q "^TC_WERROR:BOOL=ON$" "$TC_BUILD_DIR/CMakeCache.txt"; then
     tc_log "configuring $TC_BUILD_DIR"
     cmake "${args[@]}" >"$TC_BUILD_DIR.configure.log" 2>&1 || {
       cat "$TC_BUILD_DIR.configure.log" >&2

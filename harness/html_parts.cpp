@@ -99,7 +99,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& o)
   h << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 4 << "\" text-anchor=\"middle\">" << escape(o.x_label) << "</text>";
   for (size_t k = 0; k < series.size(); ++k) {
     const Series& s = series[k];
-    h << "<polyline class=\"line " << (s.css_class.empty() ? "s" + std::to_string(k % 4) : s.css_class)
+    h << "<polyline class=\"line " << (s.css_class.empty() ? std::string("s").append(std::to_string(k % 4)) : s.css_class)
       << "\" points=\"";
     for (size_t i = 0; i < s.y.size(); ++i) {
       if (!std::isfinite(s.y[i])) continue;

@@ -94,7 +94,7 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
         << escape(b.unit) << "</td><td>" << b.ratios.size() << "</td><td>"
         << (paired ? num(stats::median(b.base)) : "-") << "</td><td>" << (paired ? num(stats::median(b.next)) : "-")
         << "</td><td>" << (paired ? ratio(b.ratio.median) : "-") << "</td><td>"
-        << (b.ratio.has_interval ? "[" + ratio(b.ratio.lo) + ", " + ratio(b.ratio.hi) + "]" : "-") << "</td><td>"
+        << (b.ratio.has_interval ? std::string("[").append(ratio(b.ratio.lo)).append(", ").append(ratio(b.ratio.hi)).append("]") : "-") << "</td><td>"
         << pct(b.threshold) << "</td><td class=\"verdict\">" << to_string(b.status);
       if (!b.note.empty()) h << "<div class=\"warn\">" << escape(b.note) << "</div>";
       h << "</td></tr>\n";

@@ -97,7 +97,7 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
   for (const AbBench& b : r.benchmarks) {
     const bool paired = !b.ratios.empty();
     std::string interval = "-";
-    if (b.ratio.has_interval) interval = "[" + ratio(b.ratio.lo) + ", " + ratio(b.ratio.hi) + "]";
+    if (b.ratio.has_interval) interval = std::string("[").append(ratio(b.ratio.lo)).append(", ").append(ratio(b.ratio.hi)).append("]");
     s << "  " << pad(b.name, 34) << pad(b.device, 7) << pad(b.unit, 6) << pad(std::to_string(b.ratios.size()), 6)
       << pad(paired ? num(stats::median(b.base)) : "-", 10) << pad(paired ? num(stats::median(b.next)) : "-", 10)
       << pad(paired ? ratio(b.ratio.median) : "-", 7) << pad(interval, 17) << pad(pct(b.threshold), 10)

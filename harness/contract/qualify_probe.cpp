@@ -16,7 +16,7 @@ std::string Fingerprint::params_sha256() const {
 std::string Fingerprint::digest() const {
   std::string s = params_sha256();
   if (record.is_object() && record.contains("loss_hex")) {
-    for (const json& l : record.at("loss_hex")) s += ":" + (l.is_string() ? l.get<std::string>() : l.dump());
+    for (const json& l : record.at("loss_hex")) s.append(":").append(l.is_string() ? l.get<std::string>() : l.dump());
   }
   return s;
 }

@@ -187,7 +187,7 @@ TEST(Console, ColumnsStayAlignedForEveryVerdictName) {
   int i = 0;
   for (const auto& [v, e, role] : kinds) {
     for (const char* check : {"a", "bb", "a_much_longer_check_name"}) {
-      Cell c = make_cell(check, "r" + std::to_string(i), "cpu", e, Outcome::kFail, v, "x", nlohmann::json::object());
+      Cell c = make_cell(check, std::string("r").append(std::to_string(i)), "cpu", e, Outcome::kFail, v, "x", nlohmann::json::object());
       c.role = role;
       cells.push_back(c);
     }

@@ -187,7 +187,9 @@ TEST(Numerics, CellsWithoutAFingerprintOnOneSideAreNotRecordedOrMissing) {
   EXPECT_EQ(n[3].absent_from, "new");
   for (const NumericsChange& c : n) {
     for (NumericsGate g : {NumericsGate::kOff, NumericsGate::kTolerant, NumericsGate::kStrict}) {
-      if (c.status != NumericsStatus::kIdentical) EXPECT_FALSE(numerics_fails(c, g)) << c.check;
+      if (c.status != NumericsStatus::kIdentical) {
+        EXPECT_FALSE(numerics_fails(c, g)) << c.check;
+      }
     }
   }
 }

@@ -101,7 +101,9 @@ TEST(Instructions, TheEnvironmentBlockSaysHowTheyWereCounted) {
 }
 
 TEST(Instructions, ACounterOutsideACountedChildIsRefusedWithASentence) {
-  if (!instructions::supported()) GTEST_SKIP() << "built without valgrind/callgrind.h";
+  if (!instructions::supported()) {
+    GTEST_SKIP() << "built without valgrind/callgrind.h";
+  }
   unsetenv(instructions::kDumpDirVar);
   EXPECT_THROW(instructions::Counter c, std::runtime_error);
 }

@@ -21,7 +21,7 @@ std::vector<Report> series(const std::string& unit, const std::vector<double>& m
 
 std::vector<std::string> labels(size_t n) {
   std::vector<std::string> l;
-  for (size_t i = 0; i < n; ++i) l.push_back("r" + std::to_string(i));
+  for (size_t i = 0; i < n; ++i) l.push_back(std::string("r").append(std::to_string(i)));
   return l;
 }
 

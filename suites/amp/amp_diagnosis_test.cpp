@@ -371,7 +371,9 @@ TEST(AmpSpeed, TheReferenceHoldsWhatItIsJudgedOnAndASecondBackwardUnderAmpBreaks
   const Findings twice = bf16_speed<GradNormFromASecondBackward>();
   EXPECT_EQ(speed_status(twice, "amp_procedure_speed"), "broken") << twice.result().evidence;
   const double s = twice.result().metrics["throughput_bf16"]["speedup_over_fp32"]["median"].get<double>();
-  if (throughput_judged(twice) && s < 1.0) EXPECT_NE(speed_status(twice, "throughput"), "held") << twice.result().evidence;
+  if (throughput_judged(twice) && s < 1.0) {
+    EXPECT_NE(speed_status(twice, "throughput"), "held") << twice.result().evidence;
+  }
 }
 
 TEST(AmpProcedureSpeed, AnAdamWRecipeIsComparedWithItsOwnFp32Step) {

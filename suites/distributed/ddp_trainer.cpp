@@ -3,8 +3,9 @@
 // committed checkpoint in --out if there is one, train to --steps with a checkpoint every epoch,
 // rank 0 writes final.json (parameters' digest, where it resumed from).
 //
-//   torchrun --standalone --nproc-per-node=2 --max-restarts=1 --no-python tc_ddp_trainer \
+//   torchrun --standalone --nproc-per-node=2 --max-restarts=1 --no-python tc_ddp_trainer
 //       --out DIR --steps 12 [--timeout-ms 5000] [--kill-rank 1 --kill-at-step 6 [--kill-signal STOP]]
+//   (one command line)
 //
 // --kill-rank R --kill-at-step K: on the first attempt only, rank R sends itself SIGKILL (or
 // SIGSTOP: a hung rank) before step K. Every rank leaves DIR/exit-rank<R>.json (exit code, message,

@@ -37,7 +37,7 @@ TEST(Registry, RefusesDuplicateRecipeAndEmptyNames) {
 
 TEST(Registry, RegistersInALoop) {
   Registry reg;
-  for (int i = 0; i < 5; ++i) reg.add_recipe(recipe("r" + std::to_string(i), {}));
+  for (int i = 0; i < 5; ++i) reg.add_recipe(recipe(std::string("r").append(std::to_string(i)), {}));
   ASSERT_EQ(reg.recipes().size(), 5u);
   EXPECT_EQ(reg.recipes()[3].name, "r3");
   EXPECT_NE(reg.find_recipe("r4"), nullptr);
