@@ -8,7 +8,7 @@
 add_test(NAME scripts.nightly
          COMMAND ${CMAKE_COMMAND} -E env PYTHON=${TC_TEST_PYTHON}
                  bash ${PROJECT_SOURCE_DIR}/ci/tests/nightly_test.sh $<TARGET_FILE_DIR:torchconform>)
-set_tests_properties(scripts.nightly PROPERTIES LABELS "unit;bench" TIMEOUT 600 COST 30
+set_tests_properties(scripts.nightly PROPERTIES LABELS "unit;bench" TIMEOUT 600
                      ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=")
 
 # The GPU bundle's run.sh refuses (exit 2, with the reason) bad usage, a damaged bundle, another
@@ -17,7 +17,7 @@ set_tests_properties(scripts.nightly PROPERTIES LABELS "unit;bench" TIMEOUT 600 
 if(TC_PYTHON)
   add_test(NAME scripts.gpu_bundle_refusals
            COMMAND bash ${PROJECT_SOURCE_DIR}/ci/tests/gpu_bundle_test.sh ${TC_PYTHON})
-  set_tests_properties(scripts.gpu_bundle_refusals PROPERTIES LABELS unit TIMEOUT 300 COST 30)
+  set_tests_properties(scripts.gpu_bundle_refusals PROPERTIES LABELS unit TIMEOUT 300)
 endif()
 
 # bundle.py's merge, summary, verify, checks and sweep on small fixtures (standard library).

@@ -4,20 +4,20 @@
 # does) into a file CTest includes; a suite's cases run in one process, each still named in its
 # output and its failure.
 #
-#   tc_gtest_suites(target LABELS unit [resilience ...] [TIMEOUT seconds] [COSTS Suite=seconds ...])
+#   tc_gtest_suites(target LABELS unit [resilience ...] [TIMEOUT seconds])
 #
-# COSTS: the seconds a long suite takes (measured), so that a fresh CTest (no timings kept yet, as in
-# CI) starts the long ones first and -j spreads the rest around them.
+# No suite declares a COST: the measured seconds of every test are in ci/test-costs.txt, which a new
+# build directory starts from (cmake/TorchConformTests.cmake), so that a fresh CTest starts the long
+# ones first.
 function(tc_gtest_suites target)
-  cmake_parse_arguments(A "" "TIMEOUT" "LABELS;COSTS" ${ARGN})
+  cmake_parse_arguments(A "" "TIMEOUT" "LABELS" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 1500)
   endif()
   string(REPLACE ";" "," labels "${A_LABELS}")
-  string(REPLACE ";" "," costs "${A_COSTS}")
   set(out "${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake")
   add_custom_command(TARGET ${target} POST_BUILD
-                     COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DOUT=${out} -DLABELS=${labels} -DCOSTS=${costs}
+                     COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:${target}> -DOUT=${out} -DLABELS=${labels}
                              -DTIMEOUT=${A_TIMEOUT} -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}
                              -P ${PROJECT_SOURCE_DIR}/cmake/gtest_suites_discover.cmake
                      BYPRODUCTS ${out} VERBATIM)

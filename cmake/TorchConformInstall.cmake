@@ -81,8 +81,8 @@ if(TC_PYTHON_EMBED_BUILT)
   install(DIRECTORY python/torchconform DESTINATION ${TC_INSTALL_PYTHONDIR}
           FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
   file(RELATIVE_PATH _tc_python_rel /p/${CMAKE_INSTALL_BINDIR} /p/${TC_INSTALL_PYTHONDIR})
-  # On interpreter.cpp alone (the bridge's other sources need not rebuild when the layout changes).
-  set_property(SOURCE ${PROJECT_SOURCE_DIR}/python/bridge/interpreter.cpp TARGET_DIRECTORY tc_python_bridge APPEND PROPERTY
+  # On build_paths.cpp alone (python/bridge/build_paths.h): no other object changes with the layout.
+  set_property(SOURCE ${PROJECT_SOURCE_DIR}/python/bridge/build_paths.cpp TARGET_DIRECTORY tc_python_bridge APPEND PROPERTY
                COMPILE_DEFINITIONS TC_PYTHON_PACKAGE_RELATIVE_DIR="${_tc_python_rel}")
 endif()
 

@@ -11,6 +11,24 @@ else()
   set(TC_TEST_PYTHON python3)
 endif()
 file(MAKE_DIRECTORY ${TC_TEST_OUT})
+# Each test's measured seconds (ci/test-costs.txt, written by `ci/cost-drift --write` from a full
+# quiet run): a new build directory starts with them as CTest's cost data, so that a fresh ctest -j
+# starts the longest tests first instead of finding them last; CTest keeps the file up to date from
+# then on. (A declared COST property would override the measured figure; no test declares one.)
+set(_tc_cost_data ${CMAKE_BINARY_DIR}/Testing/Temporary/CTestCostData.txt)
+if(NOT EXISTS ${_tc_cost_data} AND EXISTS ${PROJECT_SOURCE_DIR}/ci/test-costs.txt)
+  file(STRINGS ${PROJECT_SOURCE_DIR}/ci/test-costs.txt _tc_costs REGEX "^[^#]")
+  list(JOIN _tc_costs "\n" _tc_costs)
+  file(WRITE ${_tc_cost_data} "${_tc_costs}\n")
+endif()
+# Where the tests find the source and build trees and their Python: one small library carries the
+# paths (harness/tests/test_paths.h), so no test translation unit compiles an absolute path and a
+# clone in another folder hits the compiler cache for all of them.
+add_library(tc_test_paths STATIC harness/tests/test_paths.cpp)
+target_include_directories(tc_test_paths PUBLIC ${PROJECT_SOURCE_DIR})
+target_compile_definitions(tc_test_paths PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TC_BINARY_DIR="${CMAKE_BINARY_DIR}"
+                                                 TC_TEST_PYTHON="${TC_TEST_PYTHON}" TC_BINARY="$<TARGET_FILE:torchconform>"
+                                                 TC_TRAINER="$<TARGET_FILE:tc_ddp_trainer>")
 
 # --- unit tests -------------------------------------------------------------------------------
 # The contract: registration and its builder.
@@ -22,8 +40,7 @@ tc_gtest_suites(tc_contract_tests LABELS unit)
 # The utilities, without LibTorch (harness/util is a leaf library).
 add_executable(tc_util_tests harness/util/tests/util_test.cpp harness/util/tests/median_interval_test.cpp
                              harness/util/tests/statistics_test.cpp)
-target_link_libraries(tc_util_tests PRIVATE tc_util nlohmann_json::nlohmann_json GTest::gtest_main)
-target_compile_definitions(tc_util_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+target_link_libraries(tc_util_tests PRIVATE tc_util tc_test_paths nlohmann_json::nlohmann_json GTest::gtest_main)
 tc_gtest_suites(tc_util_tests LABELS unit)
 
 add_executable(tc_harness_tests
@@ -39,9 +56,7 @@ add_executable(tc_harness_tests
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
   harness/tests/trend_test.cpp)
-target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli GTest::gtest_main)
-target_compile_definitions(tc_harness_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                                   TC_BINARY_DIR="${CMAKE_BINARY_DIR}")
+target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli tc_test_paths GTest::gtest_main)
 tc_torch_link_fixups(tc_harness_tests)
 tc_gtest_suites(tc_harness_tests LABELS unit)
 
@@ -49,23 +64,20 @@ tc_gtest_suites(tc_harness_tests LABELS unit)
 if(TC_PYTHON_EMBED_BUILT)
   add_executable(tc_python_bridge_tests python/bridge/tests/bridge_test.cpp python/bridge/tests/compile_probe_test.cpp
                  python/bridge/tests/data_parallel_probe_test.cpp)
-  target_link_libraries(tc_python_bridge_tests PRIVATE tc_python_bridge tc_python_embed GTest::gtest_main)
+  target_link_libraries(tc_python_bridge_tests PRIVATE tc_test_paths tc_python_bridge tc_python_embed GTest::gtest_main)
   target_compile_options(tc_python_bridge_tests PRIVATE ${TORCH_CXX_FLAGS})
-  target_compile_definitions(tc_python_bridge_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_bridge_tests)
   tc_gtest_suites(tc_python_bridge_tests LABELS unit)
   # `run --python` through the command line, with two checks of its own (python/bridge/tests/cli_test.cpp).
   add_executable(tc_python_cli_tests python/bridge/tests/cli_test.cpp)
-  target_link_libraries(tc_python_cli_tests PRIVATE tc_python_register tc_python_embed tc_cli tc_harness GTest::gtest_main)
+  target_link_libraries(tc_python_cli_tests PRIVATE tc_test_paths tc_python_register tc_python_embed tc_cli tc_harness GTest::gtest_main)
   target_compile_options(tc_python_cli_tests PRIVATE ${TORCH_CXX_FLAGS})
-  target_compile_definitions(tc_python_cli_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_cli_tests)
   tc_gtest_suites(tc_python_cli_tests LABELS unit)
   # The Python reference against the C++ one, 20 losses bitwise (python/bridge/tests/reference_parity_test.cpp).
   add_executable(tc_python_parity_tests python/bridge/tests/reference_parity_test.cpp)
-  target_link_libraries(tc_python_parity_tests PRIVATE tc_python_bridge tc_python_embed tc_reference_recipe GTest::gtest_main)
+  target_link_libraries(tc_python_parity_tests PRIVATE tc_test_paths tc_python_bridge tc_python_embed tc_reference_recipe GTest::gtest_main)
   target_compile_options(tc_python_parity_tests PRIVATE ${TORCH_CXX_FLAGS})
-  target_compile_definitions(tc_python_parity_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   tc_torch_link_fixups(tc_python_parity_tests)
   tc_gtest_suites(tc_python_parity_tests LABELS unit)
   # A correct recipe written differently: one-channel images, where channels_last is contiguous
@@ -106,7 +118,7 @@ add_executable(tc_suite_tests suites/teeth_test.cpp suites/suite_binary_main.cpp
 target_link_libraries(tc_suite_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_cli tc_harness GTest::gtest)
 tc_use_torch_pch(tc_suite_tests)
 tc_torch_link_fixups(tc_suite_tests)
-tc_gtest_suites(tc_suite_tests LABELS unit COSTS Teeth=4 Slots=56 Hostile=20 ReplacesMidRun=40)
+tc_gtest_suites(tc_suite_tests LABELS unit)
 
 # A variant that breaks nothing, run through the command line (tc_suite_tests run adds the tests'
 # recipes): `missed` in the matrix and exit 1.
@@ -127,12 +139,10 @@ add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/a
                               suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp
                               suites/tests/written_differently_test.cpp)
-target_link_libraries(tc_check_tests PRIVATE ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
-target_compile_definitions(tc_check_tests PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+target_link_libraries(tc_check_tests PRIVATE tc_test_paths ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)
-tc_gtest_suites(tc_check_tests LABELS unit COSTS AmpSpeed=3 AmpProcedureSpeed=7 AmpUnderflow=3 AmpParity=6
-                AmpParityMisattribution=8 AmpFingerprint=7)
+tc_gtest_suites(tc_check_tests LABELS unit)
 
 # --- CLI: exit codes and messages ---------------------------------------------------------------
 function(tc_cli_test name exit_code regex)
@@ -292,8 +302,6 @@ set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression
                      cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_a_regression_pairing_run PROPERTIES
                      LABELS "bench;unit" TIMEOUT 300 RESOURCE_LOCK ab_timing
                      ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS=;TORCHCONFORM_THREADS=1")
-set_tests_properties(cli.ab_same_binary_passes_pairing_run cli.ab_slowed_new_is_a_regression_pairing_run PROPERTIES
-                     COST 22)
 
 # ab --time instructions (harness/instructions.h): both builds counted under valgrind at once; NEW
 # executes +1% of instructions per step (the extra-work hook: a fixed loop, 15 thousand rounds of 6
@@ -307,7 +315,7 @@ tc_cli_test(ab_instructions_catches_one_percent 1
             "reference/train_step +cpu +instructions +6 .*REGRESSION.*ab gate: FAIL"
             ab ${TC_EXE} ${TC_EXE} --time instructions --new-env TORCHCONFORM_BENCH_EXTRA_WORK=15
             --json ${TC_TEST_OUT}/ab-instructions.json -- --benchmark_filter=^reference/train_step/)
-set_tests_properties(cli.ab_instructions_catches_one_percent PROPERTIES LABELS "bench;unit" TIMEOUT 600 COST 90
+set_tests_properties(cli.ab_instructions_catches_one_percent PROPERTIES LABELS "bench;unit" TIMEOUT 600
                      PROCESSORS 2 RESOURCE_LOCK ab_timing ENVIRONMENT "TORCHCONFORM_BENCH_SLOWDOWN_MS="
                      FIXTURES_SETUP ab_instructions_json)
 
@@ -394,8 +402,10 @@ add_test(NAME example.user_recipe
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -DSTOCK_BINARY=$<TARGET_FILE:torchconform> -DPYTHON=${TC_PYTHON}
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
-# COST: its 2 minutes (install, a build, every check) start first in a fresh CTest.
-set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 COST 120)
+# The user projects compile through ccache with paths under this clone made relative (as the build's
+# own launcher does), so a clone in another folder hits what this one compiled.
+set(TC_USER_PROJECT_CCACHE_ENV "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR};CCACHE_NOHASHDIR=true")
+set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}")
 # The two previous releases' user projects (examples/compat/user_recipe-0.3 and -0.4, frozen)
 # against this build, from one install.
 add_test(NAME compat.user_recipes
@@ -404,7 +414,7 @@ add_test(NAME compat.user_recipes
                  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
-set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 COST 180)
+set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}")
 # The wheel as a Python team gets it (pyproject.toml; python/tests/test_wheel.py): built by pip
 # (scikit-build-core) in build-wheel/ from the objects ccache holds, installed into a fresh venv of
 # the pinned torch and pytest, the example run and the pytest plugin used from there.
@@ -412,7 +422,7 @@ if(TC_PYTHON_BRIDGE_BUILT)
   add_test(NAME python.wheel
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_wheel.py ${PROJECT_SOURCE_DIR} ${CMAKE_BINARY_DIR}
                    ${TC_TEST_OUT}/wheel)
-  set_tests_properties(python.wheel PROPERTIES LABELS "python;example" TIMEOUT 1800 COST 300 PROCESSORS 2)
+  set_tests_properties(python.wheel PROPERTIES LABELS "python;example" TIMEOUT 1800)
 endif()
 # A team's Python training script (examples/python_recipe, its own directory) through the installed
 # binary's `run --python`: the installed torchconform package imported, the cells ok, language python.
@@ -422,31 +432,31 @@ if(TC_PYTHON_EMBED_BUILT)
            COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR} -DSOURCE_DIR=${PROJECT_SOURCE_DIR}
                    -DWORK=${TC_TEST_OUT}/python_recipe -DCHECKS=reproducibility,resume_equality,eval_mode
                    -P ${PROJECT_SOURCE_DIR}/cmake/python_example_test.cmake)
-  set_tests_properties(example.python_recipe PROPERTIES LABELS example TIMEOUT 600 COST 60)
+  set_tests_properties(example.python_recipe PROPERTIES LABELS example TIMEOUT 600)
   # Hostile Python recipes (exit 0, SIGKILL, abort, a hang, a changed process, NaN, zero steps, a
   # frozen loss, wrong types, UTF-8, the run itself killed): the judge survives them (issue 45).
   add_test(NAME python.hostile_recipes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_hostile.py $<TARGET_FILE:torchconform>)
-  set_tests_properties(python.hostile_recipes PROPERTIES LABELS resilience TIMEOUT 900 COST 150)
+  set_tests_properties(python.hostile_recipes PROPERTIES LABELS resilience TIMEOUT 900)
   # Correct Python recipes written apart from the reference (a tabular regression without accuracy
   # or augmentation, a language model on dict batches of token ids): every check that applies
   # passes them, none assumes the batch's layout (issue 39).
   add_test(NAME python.written_apart
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_written_apart.py $<TARGET_FILE:torchconform>)
-  set_tests_properties(python.written_apart PROPERTIES LABELS "unit;python" TIMEOUT 1500 COST 200)
+  set_tests_properties(python.written_apart PROPERTIES LABELS "unit;python" TIMEOUT 1500)
   # data_saturation's real-step path for Python recipes (what it runs on CUDA) on the CPU: the loader
   # timed against the recipe's own step, which trains; the copy timing too where CUDA is.
   add_test(NAME python.loader_real_step COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_loader_real_step.py)
-  set_tests_properties(python.loader_real_step PROPERTIES LABELS "unit;python" TIMEOUT 120 COST 8)
+  set_tests_properties(python.loader_real_step PROPERTIES LABELS "unit;python" TIMEOUT 120)
   # Gradient accumulation in a Python loop: correct (uneven micro-batches weighed) and undivided.
   add_test(NAME python.accumulation
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_accumulation.py $<TARGET_FILE:torchconform>)
-  set_tests_properties(python.accumulation PROPERTIES LABELS "unit;python" TIMEOUT 900 COST 60)
+  set_tests_properties(python.accumulation PROPERTIES LABELS "unit;python" TIMEOUT 900)
   # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
   # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
   add_test(NAME python.two_nodes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_two_nodes.py $<TARGET_FILE:torchconform>)
-  set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600 COST 35 PROCESSORS 2)
+  set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600 PROCESSORS 2)
   # The distributed check on a DDP recipe written apart from the reference (fsdp_mlp_run.py trained
   # replicated: torch's DistributedSampler, DDP, get_state_dict): ok, every promise held or, where
   # the recipe gives no batch indices or last batch, recorded as not judged, never broken.
@@ -455,14 +465,14 @@ if(TC_PYTHON_EMBED_BUILT)
                    sh -c "\"$1\" run --device cpu --python \"$2\" --check distributed --recipe fsdp_mlp_run --json \"$TC_CELL_JSON\" --html '' && \"$3\" \"$4\" \"$TC_CELL_JSON\" held,recorded" sh
                    $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/fsdp_mlp_run.py:FsdpMlpRun
                    ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
-  set_tests_properties(python.distributed_written_apart PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2 COST 15)
+  set_tests_properties(python.distributed_written_apart PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2)
   # fsdp on a correct Python recipe without bare_model(): the bare load is recorded, never broken.
   add_test(NAME python.fsdp_without_bare_model
            COMMAND ${CMAKE_COMMAND} -E env TC_CELL_JSON=${TC_TEST_OUT}/fsdp-no-bare.json
                    sh -c "\"$1\" run --device cpu --python \"$2\" --check fsdp --recipe no_bare_model_run --json \"$TC_CELL_JSON\" --html '' && \"$3\" \"$4\" \"$TC_CELL_JSON\" held,recorded" sh
                    $<TARGET_FILE:torchconform> ${PROJECT_SOURCE_DIR}/python/tests/no_bare_model_run.py:NoBareModelRun
                    ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/cell_promises.py)
-  set_tests_properties(python.fsdp_without_bare_model PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2 COST 35)
+  set_tests_properties(python.fsdp_without_bare_model PROPERTIES LABELS "unit;python;multi" TIMEOUT 300 PROCESSORS 2)
 endif()
 
 # --- resilience: corrupt and hostile inputs, writes that cannot complete (label resilience) -------
@@ -471,12 +481,10 @@ endif()
 # Both link the command line and every suite: `run --json` is tested in-process.
 function(tc_resilience_test target source)
   add_executable(${target} ${source})
-  target_link_libraries(${target} PRIVATE tc_cli ${TC_SUITE_TARGETS} tc_reference tc_check_support GTest::gtest_main)
-  target_compile_definitions(${target} PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
-                                               TC_TEST_PYTHON="${TC_TEST_PYTHON}")
+  target_link_libraries(${target} PRIVATE tc_cli tc_test_paths ${TC_SUITE_TARGETS} tc_reference tc_check_support GTest::gtest_main)
   tc_use_torch_pch(${target})
   tc_torch_link_fixups(${target})
-  tc_gtest_suites(${target} LABELS resilience COSTS CorruptionCorpus=45)
+  tc_gtest_suites(${target} LABELS resilience)
 endfunction()
 # The report readers: corrupt and deeply nested reports, the report fuzzer's regressions.
 tc_resilience_test(tc_report_resilience_tests harness/tests/report_resilience_test.cpp)

@@ -2,7 +2,6 @@
 # Writes OUT: one add_test per GoogleTest suite of EXE (`EXE --gtest_filter=Suite.*`). A binary that
 # cannot list its tests gives one failing test naming it (never a silently empty set).
 string(REPLACE "," ";" labels "${LABELS}")
-string(REPLACE "," ";" costs "${COSTS}")
 get_filename_component(name "${EXE}" NAME)
 # Tests are named <binary>/<Suite>.* with the binary's name less tc_ and _tests (two binaries may
 # hold suites of one name: the resilience tests' CorruptionCorpus).
@@ -26,11 +25,6 @@ foreach(line IN LISTS lines)
     string(APPEND text "add_test(\"${short}/${suite}.*\" \"${EXE}\" \"--gtest_filter=${suite}.*\")\n"
                        "set_tests_properties(\"${short}/${suite}.*\" PROPERTIES LABELS \"${labels}\" TIMEOUT ${TIMEOUT}"
                        " WORKING_DIRECTORY \"${WORKDIR}\")\n")
-    foreach(c IN LISTS costs)
-      if(c MATCHES "^${suite}=([0-9.]+)$")
-        string(APPEND text "set_tests_properties(\"${short}/${suite}.*\" PROPERTIES COST ${CMAKE_MATCH_1})\n")
-      endif()
-    endforeach()
     math(EXPR n "${n} + 1")
   endif()
 endforeach()

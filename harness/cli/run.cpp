@@ -190,10 +190,10 @@ Command add_run(CLI::App& app, int argc, char** argv) {
                   "A Python recipe, FILE.py:CLASS (a torchconform.Run subclass) or FILE.py:CLASS=NAME; repeatable. "
                   "Its name: NAME, else the class's `name`, else the class name in snake_case (docs/python.md)");
   run->add_option("--seed", a->seed, "Seed of the reference runs")->capture_default_str();
-  run->add_flag("--quick", a->quick, "Shorter runs (fewer steps)");
+  run->add_flag("--quick", a->quick, "Shorter runs: fewer steps and trials, and no measured sweep unless --sweep asks");
   run->add_flag("--sweep", a->sweep,
                 "Also run the costly measured sweeps (data_saturation's workers x prefetch, about 15 s a recipe) "
-                "for recipes other than the suite's reference, which always gets them");
+                "for recipes other than the suite's reference, which gets them unless --quick");
   run->add_flag("--no-distributed", a->no_distributed,
                 "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
                 "one rank per GPU with NCCL)");

@@ -19,12 +19,13 @@
 #include <gtest/gtest.h>
 
 #include "harness/util/posix_fs.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 
 inline void expect_approved(const std::string& name, const std::string& received) {
   namespace fs = std::filesystem;
-  const fs::path approved = fs::path(TC_SOURCE_DIR) / "harness/tests/approved" / name;
+  const fs::path approved = fs::path(tc::test_paths::source_dir()) / "harness/tests/approved" / name;
   const char* approve = std::getenv("TC_APPROVE");
   if (approve && std::string(approve) == "1") {
     std::ofstream(approved, std::ios::binary) << received;
@@ -37,7 +38,7 @@ inline void expect_approved(const std::string& name, const std::string& received
   ss << in.rdbuf();
   const std::string expected = ss.str();
   if (expected == received) return;
-  const fs::path out = fs::path(TC_BINARY_DIR) / "test-output/approved" / name;
+  const fs::path out = fs::path(tc::test_paths::binary_dir()) / "test-output/approved" / name;
   posix_fs::make_dirs(out.parent_path().string());
   std::ofstream(out, std::ios::binary) << received;
   std::istringstream a(expected), b(received);

@@ -6,6 +6,7 @@
 #include "harness/compare_text.h"
 #include "harness/gbench_json.h"
 #include "harness/report_json.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 namespace {
@@ -154,7 +155,7 @@ TEST(Compare, ParsesPercentages) {
 
 // Real Google Benchmark 1.7.1 output (fixtures/gbench_fixture_program.cpp): repetitions only.
 TEST(GoogleBenchmarkJson, ReadsPerRepetitionRunsGroupedByRunName) {
-  Report r = read_comparable_file(std::string(TC_SOURCE_DIR) + "/harness/tests/fixtures/gbench_base.json");
+  Report r = read_comparable_file(std::string(tc::test_paths::source_dir()) + "/harness/tests/fixtures/gbench_base.json");
   ASSERT_EQ(r.benchmarks.size(), 3u);
   EXPECT_EQ(r.benchmarks[0].name, "BM_Sleep/iterations:20");
   EXPECT_EQ(r.benchmarks[0].unit, "ms");
@@ -197,7 +198,7 @@ TEST(GoogleBenchmarkJson, UserCountersAreKeptPerRepetition) {
 }
 
 TEST(GoogleBenchmarkJson, SlowedSleepIsARegressionOfTheGate) {
-  const std::string dir = std::string(TC_SOURCE_DIR) + "/harness/tests/fixtures/";
+  const std::string dir = std::string(tc::test_paths::source_dir()) + "/harness/tests/fixtures/";
   Comparison c = compare_reports(read_comparable_file(dir + "gbench_base.json"),
                                  read_comparable_file(dir + "gbench_slow.json"), CompareOptions{});
   EXPECT_EQ(c.benchmarks[0].name, "BM_Sleep/iterations:20");

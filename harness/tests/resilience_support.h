@@ -2,7 +2,7 @@
 // and of the checkpoint loader (reference/tests/checkpoint_resilience_test.cpp): a fork-isolated
 // child that reports a verdict letter (a crash or hang in it is counted, not fatal), the command
 // line run in-process, and the corruption plan (truncations and bit flips in named regions of a
-// file, from a seeded RNG) with its tally. Tests only; the including target defines TC_SOURCE_DIR.
+// file, from a seeded RNG) with its tally. Tests only; the including target links tc_test_paths.
 #pragma once
 
 #include <dirent.h>
@@ -25,6 +25,7 @@
 
 #include "harness/cli.h"
 #include "harness/util/posix_fs.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 namespace resilience {
@@ -240,7 +241,7 @@ inline std::map<std::string, std::string> expected_verdicts(const std::string& d
 // Replays every input of a regressions folder through a fuzz body, each in a child: none may
 // crash, each must get the verdict EXPECTED names, and the folder must hold at least one input.
 inline void replay(const std::string& folder, bool (*body)(const uint8_t*, size_t)) {
-  const std::string dir = std::string(TC_SOURCE_DIR) + "/" + folder;
+  const std::string dir = std::string(tc::test_paths::source_dir()) + "/" + folder;
   std::map<std::string, std::string> expected = expected_verdicts(dir);
   int n = 0;
   for (const std::string& name : list_dir(dir)) {

@@ -12,6 +12,7 @@
 #include <torch/version.h>
 
 #include "harness/util/forking.h"
+#include "python/bridge/build_paths.h"
 
 namespace py = pybind11;
 
@@ -32,21 +33,19 @@ bool is_file(const std::string& p) {
 // TC_PYTHON_PACKAGE_RELATIVE_DIR from the executable's own directory (cmake/TorchConformInstall.cmake:
 // bin/../share/torchconform/python), else the source tree's python/ (a binary in the build tree).
 std::string find_package_dir() {
-#ifdef TC_PYTHON_PACKAGE_RELATIVE_DIR
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    std::string dir(exe, static_cast<size_t>(n));
-    dir = dir.substr(0, dir.rfind('/') + 1) + TC_PYTHON_PACKAGE_RELATIVE_DIR;
-    if (is_file(dir + "/torchconform/__init__.py")) {
-      char resolved[PATH_MAX];
-      return realpath(dir.c_str(), resolved) != nullptr ? std::string(resolved) : dir;
+  if (const char* relative = build_paths::package_relative_dir(); relative != nullptr) {
+    char exe[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      std::string dir(exe, static_cast<size_t>(n));
+      dir = dir.substr(0, dir.rfind('/') + 1) + relative;
+      if (is_file(dir + "/torchconform/__init__.py")) {
+        char resolved[PATH_MAX];
+        return realpath(dir.c_str(), resolved) != nullptr ? std::string(resolved) : dir;
+      }
     }
   }
-#endif
-#ifdef TC_PYTHON_PACKAGE_DIR
-  if (is_dir(TC_PYTHON_PACKAGE_DIR)) return TC_PYTHON_PACKAGE_DIR;
-#endif
+  if (const char* dir = build_paths::package_dir(); dir != nullptr && is_dir(dir)) return dir;
   return "";
 }
 
@@ -65,9 +64,7 @@ struct Venv {
 // Debian's 3.11.2 paths has no `unicodedata`, which Debian builds in, and a worker unpickling a
 // module that imports torch.distributed.checkpoint died). The venv's when the embedded one is gone.
 std::string worker_python(const std::string& venv_python) {
-#ifdef TC_EMBED_PYTHON_EXECUTABLE
-  if (is_file(TC_EMBED_PYTHON_EXECUTABLE)) return TC_EMBED_PYTHON_EXECUTABLE;
-#endif
+  if (const char* exe = build_paths::embed_python_executable(); exe != nullptr && is_file(exe)) return exe;
   return venv_python;
 }
 
@@ -83,13 +80,12 @@ Venv find_venv() {
     }
     return v;
   }
-#ifdef TC_PYTHON_SITE_PACKAGES
-  if (is_dir(TC_PYTHON_SITE_PACKAGES)) return {TC_PYTHON_SITE_PACKAGES, TC_PYTHON_EXECUTABLE};
-  throw std::runtime_error(std::string("the site-packages this build was configured with (") + TC_PYTHON_SITE_PACKAGES +
-                           ") is gone: set TORCHCONFORM_VENV to the venv holding the pinned torch");
-#else
+  if (const char* site = build_paths::site_packages(); site != nullptr) {
+    if (is_dir(site)) return {site, build_paths::python_executable()};
+    throw std::runtime_error(std::string("the site-packages this build was configured with (") + site +
+                             ") is gone: set TORCHCONFORM_VENV to the venv holding the pinned torch");
+  }
   throw std::runtime_error("no venv for Python recipes: set TORCHCONFORM_VENV to the venv holding the pinned torch");
-#endif
 }
 
 // Run in the fresh interpreter: the paths in front of sys.path (interpreter.h says which, in which

@@ -102,13 +102,18 @@ def fresh_venv(path, packages):
 
 
 def same_compiler(build_dir):
-    """pip's config settings that give the wheel's CMake the compiler the build used: ccache keys on
-    the compiler's name too (/usr/bin/c++ and /usr/bin/g++ are one program and two keys)."""
+    """pip's config settings that give the wheel's CMake the compiler and the warning flags the build
+    used, so that its compile commands are the build's and ccache serves them: ccache keys on the
+    compiler's name too (/usr/bin/c++ and /usr/bin/g++ are one program and two keys) and on every
+    flag (TC_WERROR adds -Wall -Werror)."""
+    settings = []
     with open(os.path.join(build_dir, "CMakeCache.txt"), encoding="utf-8") as f:
         for line in f:
             if line.startswith("CMAKE_CXX_COMPILER:"):
-                return ["-C", "cmake.define.CMAKE_CXX_COMPILER=" + line.split("=", 1)[1].strip()]
-    return []
+                settings += ["-C", "cmake.define.CMAKE_CXX_COMPILER=" + line.split("=", 1)[1].strip()]
+            elif line.startswith("TC_WERROR:"):
+                settings += ["-C", "cmake.define.TC_WERROR=" + line.split("=", 1)[1].strip()]
+    return settings
 
 
 def clean_env():
@@ -124,7 +129,9 @@ class Wheel(unittest.TestCase):
         os.makedirs(WORK)
         t0 = time.monotonic()
         dist = os.path.join(WORK, "dist")
-        env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "2"))
+        # One job: ccache serves every object the build compiled (the same commands, same_compiler),
+        # so the build is links and cache hits, and the test holds one core (ctest PROCESSORS 1).
+        env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", "1"))
         build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
                                 "-w", dist, *same_compiler(BUILD), SOURCE], env=env, capture_output=True, text=True)
         if build.returncode != 0:

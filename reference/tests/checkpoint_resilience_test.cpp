@@ -42,6 +42,7 @@
 #include "reference/fuzz/checkpoint_fuzz_body.h"
 #include "reference/reference_run.h"
 #include "suites/support/tensor_compare.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 namespace {
@@ -159,7 +160,7 @@ TEST(HostileCheckpoint, PicklesThatRunCodeAndShortStoragesAreRejectedWithNoSideE
 
   const std::string canary = dir.file("canary");
   const std::string out = dir.file("hostile");
-  const std::string cmd = std::string(TC_TEST_PYTHON) + " " + TC_SOURCE_DIR +
+  const std::string cmd = std::string(tc::test_paths::test_python()) + " " + tc::test_paths::source_dir() +
                           "/reference/tests/make_hostile_checkpoints.py '" + good_path + "' '" + out +
                           "' '" + canary + "'";
   std::cout << "[hostile] " << cmd << "\n";
@@ -364,7 +365,7 @@ TEST(Fuzz, SeedsAreRealFilesTheFuzzBodiesAccept) {
     return (rc == 0 ? "R" : "X") + err;
   });
   ASSERT_EQ(made.verdict, 'R') << made.how << made.message;
-  const std::string gbench = read_bytes(std::string(TC_SOURCE_DIR) + "/harness/tests/fixtures/gbench_base.json");
+  const std::string gbench = read_bytes(std::string(tc::test_paths::source_dir()) + "/harness/tests/fixtures/gbench_base.json");
   write_bytes(dir + "/report/gbench_base.json", gbench);
   auto bytes = [](const std::string& s) { return reinterpret_cast<const uint8_t*>(s.data()); };
   const std::string report_text = read_bytes(report);

@@ -14,11 +14,12 @@
 #include <nlohmann/json.hpp>
 
 #include "suites/amp/speed_judge.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc::amp {
 namespace {
 
-const std::string kFixtures = std::string(TC_SOURCE_DIR) + "/suites/amp/fixtures";
+const std::string kFixtures = std::string(tc::test_paths::source_dir()) + "/suites/amp/fixtures";
 
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;

@@ -5,12 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/util/statistics.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc::stats {
 namespace {
 
 nlohmann::json load_fixture() {
-  std::ifstream in(std::string(TC_SOURCE_DIR) + "/harness/tests/fixtures/mwu_scipy.json");
+  std::ifstream in(std::string(tc::test_paths::source_dir()) + "/harness/tests/fixtures/mwu_scipy.json");
   EXPECT_TRUE(in.good()) << "fixture missing";
   return nlohmann::json::parse(in);
 }

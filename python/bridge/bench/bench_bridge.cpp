@@ -47,6 +47,7 @@
 #include "harness/contract/bench_registry.h"
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
+#include "python/bridge/build_paths.h"
 #include "python/bridge/interpreter.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
@@ -56,8 +57,8 @@ namespace py = pybind11;
 namespace tc::python {
 namespace {
 
-const std::string kReferenceSpec = TC_PYTHON_REFERENCE_FILE ":PythonReference";
-const std::string kStubSpec = TC_BRIDGE_BENCH_STUB_FILE ":BridgeBenchStub";
+const std::string kReferenceSpec = std::string(build_paths::reference_file()) + ":PythonReference";
+const std::string kStubSpec = std::string(build_paths::bench_stub_file()) + ":BridgeBenchStub";
 constexpr const char* kStubModule = "bridge_bench_stub";  // the stub file's stem: its module's name
 constexpr double kCrossingsPerStep = 1.0;                  // train_step(): the one call of a step
 

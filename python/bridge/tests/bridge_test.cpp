@@ -15,13 +15,14 @@
 #include "python/bridge/interpreter.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
+#include "harness/tests/test_paths.h"
 
 namespace py = pybind11;
 
 namespace tc::python {
 namespace {
 
-const std::string kTiny = std::string(TC_SOURCE_DIR) + "/python/tests/tiny_run.py";
+const std::string kTiny = std::string(tc::test_paths::source_dir()) + "/python/tests/tiny_run.py";
 constexpr int64_t kSeed = 7;
 constexpr int kSteps = 6;  // more than one epoch of tiny_run's 4 batches: the wrap-around is covered
 
@@ -88,7 +89,7 @@ TEST(PythonBridge, AFileAloneRegistersEveryRecipeClassItDefinesInItsOrder) {
   ASSERT_NE(variant, nullptr);
   EXPECT_EQ(variant->role(), Role::kVariant);
   // A file that defines no recipe class (torchconform's own module imports Run, defines none).
-  const std::string none = std::string(TC_SOURCE_DIR) + "/python/torchconform/__init__.py";
+  const std::string none = std::string(tc::test_paths::source_dir()) + "/python/torchconform/__init__.py";
   EXPECT_NE(message_of<std::invalid_argument>([&] { load_python_recipes(none, reg); })
                 .find("defines no subclass of torchconform.Run"),
             std::string::npos);
@@ -117,7 +118,7 @@ int line_of(const std::string& file, const std::string& marker) {
 }
 
 TEST(PythonBridge, AnErrorWhileImportingTheFileNamesItsLine) {
-  const std::string file = std::string(TC_SOURCE_DIR) + "/python/tests/broken_at_import.py";
+  const std::string file = std::string(tc::test_paths::source_dir()) + "/python/tests/broken_at_import.py";
   const int line = line_of(file, "raise RuntimeError(\"broken at import\")");
   ASSERT_GT(line, 0);
   Registry reg;

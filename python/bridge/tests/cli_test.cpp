@@ -14,11 +14,12 @@
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
 #include "harness/report_json.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 namespace {
 
-const std::string kTiny = std::string(TC_SOURCE_DIR) + "/python/tests/tiny_run.py";
+const std::string kTiny = std::string(tc::test_paths::source_dir()) + "/python/tests/tiny_run.py";
 
 // One train step, and what the check was handed to start the binary again.
 CheckResult check_python_smoke(const CheckContext& ctx) {
@@ -63,7 +64,7 @@ int run_cli(std::vector<std::string> args, Report* report) {
 
 TEST(PythonCli, RunsAPythonRecipeAndPassesItsSpecOnAbsolute) {
   const std::string cwd = get_current_dir_name();
-  ASSERT_EQ(chdir(TC_SOURCE_DIR), 0);  // a spec relative to the working directory
+  ASSERT_EQ(chdir(tc::test_paths::source_dir()), 0);  // a spec relative to the working directory
   Report r;
   const int rc = run_cli({"--python", "python/tests/tiny_run.py:TinyRun=tiny_cli", "--check", "python_smoke",
                           "--recipe", "tiny_cli"}, &r);

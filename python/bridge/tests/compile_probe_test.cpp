@@ -11,13 +11,14 @@
 #include "python/bridge/interpreter.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
+#include "harness/tests/test_paths.h"
 
 namespace py = pybind11;
 
 namespace tc::python {
 namespace {
 
-const std::string kFile = std::string(TC_SOURCE_DIR) + "/python/tests/tiny_compiled_run.py";
+const std::string kFile = std::string(tc::test_paths::source_dir()) + "/python/tests/tiny_compiled_run.py";
 
 std::unique_ptr<Run> make(Registry& reg) {
   const PythonRecipe r = load_python_recipe(kFile + ":TinyCompiledRun", reg);

@@ -13,13 +13,14 @@
 #include "harness/contract/registry.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
+#include "harness/tests/test_paths.h"
 
 namespace py = pybind11;
 
 namespace tc::python {
 namespace {
 
-const std::string kTests = std::string(TC_SOURCE_DIR) + "/python/tests/";
+const std::string kTests = std::string(tc::test_paths::source_dir()) + "/python/tests/";
 
 std::unique_ptr<Run> make(Registry& reg, const std::string& spec) {
   const PythonRecipe r = load_python_recipe(kTests + spec, reg);

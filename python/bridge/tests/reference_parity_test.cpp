@@ -16,6 +16,7 @@
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
 #include "python/bridge/loader.h"
+#include "harness/tests/test_paths.h"
 
 namespace tc {
 namespace {
@@ -53,7 +54,7 @@ std::string hex(double v) {
 class ReferenceParity : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const std::string dir = std::string(TC_SOURCE_DIR) + "/python/";
+    const std::string dir = std::string(tc::test_paths::source_dir()) + "/python/";
     python::load_python_recipes(dir + "reference/reference.py");
     python::load_python_recipes(dir + "tests/libtorch_step_timing.py:LibTorchTimedReference");
     cpp_ = new Curve(train("reference"));
