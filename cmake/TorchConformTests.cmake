@@ -138,7 +138,7 @@ add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/a
                               suites/checkpoint_safety/checkpoint_safety_test.cpp
                               suites/support/tests/fingerprint_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp
-                              suites/tests/written_differently_test.cpp)
+                              suites/tests/written_differently_test.cpp suites/generated/generated_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE tc_test_paths ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)
 tc_use_torch_pch(tc_check_tests)
 tc_torch_link_fixups(tc_check_tests)
@@ -386,6 +386,41 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/conformance_tests.cmake.in
 file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake
      INPUT ${CMAKE_BINARY_DIR}/conformance_tests.cmake.gen)
 set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${CMAKE_BINARY_DIR}/conformance_tests.cmake)
+
+# --- recipes nobody wrote (issue 44, docs/generated.md) ------------------------------------------
+# A fixed sample on every change: draws 1 and 2 of the generator under every check (correct by
+# construction: a failing cell is a false alarm, exit 1), and every mutant of draws 1 to 6 under the
+# check its operator must catch (one that survives is `missed`, exit 1). The larger sweep over fresh
+# seeds is generated.sweep (slow; ci/nightly runs it with the night's seeds).
+set(TC_GENERATED_DRAWS gen-1..2)
+set(TC_GENERATED_MUTANT_DRAWS gen-1..6)
+foreach(check step_hygiene resume_equality eval_mode checkpoint_safety reproducibility)
+  add_test(NAME generated.cpu.${check}
+           COMMAND $<TARGET_FILE:torchconform> run --device cpu --check ${check}
+                   --recipe ${TC_GENERATED_DRAWS},${TC_GENERATED_MUTANT_DRAWS}-@${check}
+                   --json ${TC_TEST_OUT}/generated.cpu.${check}.json
+                   --html ${TC_TEST_OUT}/generated.cpu.${check}.html)
+  set_tests_properties(generated.cpu.${check} PROPERTIES LABELS "conformance;generated" TIMEOUT 1800 SKIP_RETURN_CODE 77)
+endforeach()
+# The checks no operator aims at yet, on the correct draws; the timed ones (data_saturation, amp) alone.
+add_test(NAME generated.cpu.other_checks
+         COMMAND $<TARGET_FILE:torchconform> run --device cpu
+                 --check sanity,registration,device_agnostic,shapes,init,autograd_inplace,grad_checkpointing,distributed,torch_compile,fsdp
+                 --recipe ${TC_GENERATED_DRAWS} --json ${TC_TEST_OUT}/generated.cpu.other.json
+                 --html ${TC_TEST_OUT}/generated.cpu.other.html)
+set_tests_properties(generated.cpu.other_checks PROPERTIES LABELS "conformance;generated" TIMEOUT 1800 SKIP_RETURN_CODE 77)
+add_test(NAME generated.cpu.timed_checks
+         COMMAND $<TARGET_FILE:torchconform> run --device cpu --check data_saturation,amp --quick
+                 --recipe ${TC_GENERATED_DRAWS} --json ${TC_TEST_OUT}/generated.cpu.timed.json
+                 --html ${TC_TEST_OUT}/generated.cpu.timed.html)
+set_tests_properties(generated.cpu.timed_checks PROPERTIES LABELS "conformance;generated" TIMEOUT 1800 SKIP_RETURN_CODE 77
+                     RUN_SERIAL TRUE)
+if(TC_TEST_PYTHON)
+  add_test(NAME generated.sweep
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/generated-sweep --binary $<TARGET_FILE:torchconform>
+                   --first 1000 --draws 20 --out ${TC_TEST_OUT}/generated-sweep)
+  set_tests_properties(generated.sweep PROPERTIES LABELS "generated;slow" TIMEOUT 7200 RUN_SERIAL TRUE)
+endif()
 
 # --- a user's own recipe: install, build examples/user_recipe against the package, run it -------
 get_filename_component(TC_TORCH_CMAKE_PREFIX "${Torch_DIR}" DIRECTORY)  # .../share/cmake

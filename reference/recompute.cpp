@@ -80,16 +80,23 @@ struct RecomputeFunction : torch::autograd::Function<RecomputeFunction> {
     }
     now.restore();  // and leaves the global stream where it was
 
+    // Only what requires a gradient: a frozen parameter (requires_grad off, as fine-tuning freezes
+    // a stem) gets none, and autograd::grad refuses an input that does not require one.
     variable_list inputs;
     if (x_grad) inputs.push_back(x_in);
-    inputs.insert(inputs.end(), params.begin(), params.end());
-    variable_list grads = torch::autograd::grad({out}, inputs, {grad_outputs[0]},
-                                                /*retain_graph=*/false, /*create_graph=*/false,
-                                                /*allow_unused=*/true);
+    for (const at::Tensor& p : params) {
+      if (p.requires_grad()) inputs.push_back(p);
+    }
+    variable_list grads;
+    if (!inputs.empty()) {
+      grads = torch::autograd::grad({out}, inputs, {grad_outputs[0]},
+                                    /*retain_graph=*/false, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    }
     variable_list result{at::Tensor()};  // the segment pointer
     size_t k = 0;
     result.push_back(x_grad ? grads[k++] : at::Tensor());
-    for (size_t i = 0; i < params.size(); ++i) result.push_back(grads[k++]);
+    for (const at::Tensor& p : params) result.push_back(p.requires_grad() ? grads[k++] : at::Tensor());
     return result;
   }
 };

@@ -119,6 +119,8 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   // function (the speed is recorded as not measured) unless the recipe overrides amp_step_on too. It
   // first runs one train_step() to see which is the case.
   std::function<double()> amp_step_on(const AmpWorkload& workload) override;
+  // micro_batch_sizes(batch): amp_step_on's step splits the workload's batch as train_step() does.
+  std::vector<int64_t> amp_micro_batches(int64_t batch) const override { return micro_batch_sizes(batch); }
 
  protected:
   // --- practice slots -------------------------------------------------------------------------

@@ -74,7 +74,7 @@ nightly() {
   shift
   local t0=$SECONDS
   ( cd "$WORK" && env -u TORCHCONFORM_BENCH_SLOWDOWN_MS \
-      TC_NIGHTLY_BIN="$BIN" TC_HISTORY_DIR="$HIST" TC_BASELINE_DIR="$BASE" \
+      TC_NIGHTLY_BIN="$BIN" TC_HISTORY_DIR="$HIST" TC_BASELINE_DIR="$BASE" TC_NIGHTLY_GENERATED_DRAWS=0 \
       TC_NIGHTLY_RUN_ARGS="--device cpu --check eval_mode --recipe reference,no_eval" \
       TC_NIGHTLY_COMPARE_ARGS="--threshold 600%" TC_NIGHTLY_TREND_ARGS="--threshold 600%" "$@" \
       "$NIGHTLY" --benchmark_filter=reference/train_step --benchmark_min_time=0.05 --benchmark_repetitions=5

@@ -92,13 +92,19 @@ nlohmann::json outlooks_json(const std::vector<Outlooks>& all, const std::string
 Command add_list(CLI::App& app) {
   auto as_json = std::make_shared<bool>(false);
   auto python = std::make_shared<std::vector<std::string>>();
+  auto recipes = std::make_shared<std::vector<std::string>>();
   auto* sub = app.add_subcommand("list", "List checks, recipes (and which checks must catch each "
                                          "broken variant) and devices; with --python, the file's recipes "
                                          "first, each with the checks that will judge it and why others skip. Exit 0");
   sub->add_flag("--json", *as_json, "Print the catalogue as JSON (with --python: python_recipes, each check's outlook)");
   sub->add_option("--python", *python, "Also list this Python recipe, FILE.py[:CLASS[=NAME]] (as `run --python`); repeatable");
-  return {sub, [as_json, python] {
+  sub->add_option("--recipe", *recipes,
+                  "Also list these generated recipes (comma-separated, as `run --recipe`): gen-SEED, a draw with its "
+                  "choices and the mutants that apply to it; gen-SEED-OPERATOR, gen-A..B, gen-A..B-*, gen-A..B-@CHECK "
+                  "(docs/generated.md)");
+  return {sub, [as_json, python, recipes] {
             load_python_recipes(*python);
+            Registry::global().materialize(split_list(*recipes));
             const Registry& reg = Registry::global();
             const int gpus = cuda_available() ? cuda_device_count() : 0;
             const std::string device = gpus > 0 ? "cuda" : "cpu";

@@ -147,8 +147,10 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
   std::vector<std::string> python_specs = load_python_recipes(a.python);
+  RunArgs args = a;  // generated recipes named by --recipe (gen-17, gen-1..20-*) made and spelt out
+  args.recipes = Registry::global().materialize(split_list(a.recipes));
   const Registry& reg = Registry::global();
-  const RunPlan plan = plan_run(reg, a, std::move(python_specs));
+  const RunPlan plan = plan_run(reg, args, std::move(python_specs));
   json devices = json::array();
   for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
   Report report = report_header(argc, argv, a.seed, devices);
@@ -185,7 +187,10 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   auto* run = app.add_subcommand("run", "Run the matrix check x recipe x device and write a report");
   run->add_option("--device", a->device, "cpu | cuda | auto (best available) | all")->capture_default_str();
   run->add_option("--check", a->checks, "Only these checks (comma-separated)");
-  run->add_option("--recipe", a->recipes, "Only these recipes (comma-separated)");
+  run->add_option("--recipe", a->recipes,
+                  "Only these recipes (comma-separated). Generated ones (docs/generated.md): gen-SEED, a draw of the "
+                  "generator; gen-SEED-OPERATOR, one mutant of it; gen-A..B, the draws A to B; gen-A..B-*, every "
+                  "mutant of them; gen-A..B-@CHECK, those CHECK must catch");
   run->add_option("--python", a->python,
                   "A Python recipe, FILE.py:CLASS (a torchconform.Run subclass) or FILE.py:CLASS=NAME; repeatable. "
                   "Its name: NAME, else the class's `name`, else the class name in snake_case (docs/python.md)");

@@ -93,6 +93,12 @@ class AmpProbe {
     (void)workload;
     return {};
   }
+  // The sizes amp_step_on()'s step splits a workload batch of `batch` rows into (gradient
+  // accumulation: one forward and backward per micro-batch, one optimizer step), in order; {batch}
+  // (the default) when it does not split. The check times the reference's procedure, and this
+  // machine's matmuls, on the same split, so that the speed it compares is the mixed-precision
+  // procedure's and not the accumulation's (smaller matmuls gain less from a narrower dtype).
+  virtual std::vector<int64_t> amp_micro_batches(int64_t batch) const { return {batch}; }
 };
 
 }  // namespace tc

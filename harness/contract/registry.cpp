@@ -35,6 +35,33 @@ void Registry::add_recipe(RecipeInfo info) {
   recipes_.push_back(std::move(info));
 }
 
+void Registry::add_recipe_source(RecipeSource source) {
+  if (!source) throw std::invalid_argument("an empty recipe source");
+  sources_.push_back(std::move(source));
+}
+
+std::vector<std::string> Registry::materialize(const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& name : names) {
+    std::vector<RecipeInfo> made;
+    if (find_recipe(name) == nullptr) {
+      for (const RecipeSource& source : sources_) {
+        made = source(name);
+        if (!made.empty()) break;
+      }
+    }
+    if (made.empty()) {
+      out.push_back(name);
+      continue;
+    }
+    for (RecipeInfo& r : made) {
+      out.push_back(r.name);
+      if (find_recipe(r.name) == nullptr) add_recipe(std::move(r));
+    }
+  }
+  return out;
+}
+
 CheckInfo* Registry::find_check(const std::string& name) {
   return const_cast<CheckInfo*>(static_cast<const Registry&>(*this).find_check(name));
 }

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -199,6 +200,18 @@ class Registry {
   CheckInfo* find_check(const std::string& name);
   RecipeInfo* find_recipe(const std::string& name);
 
+  // A source of recipes named by a pattern rather than registered one by one (suites/generated:
+  // "gen-17", a draw; "gen-17-drop_zero_grad", a mutant of it; "gen-1..20" and "gen-1..20-*", many):
+  // given a name, the recipes it names, or an empty list when the name is not one of its own.
+  // Sources run only through materialize().
+  using RecipeSource = std::function<std::vector<RecipeInfo>(const std::string& name)>;
+  void add_recipe_source(RecipeSource source);
+  // Registers what a source makes of each of `names` that no registration holds (what `run
+  // --recipe` and `list --recipe` ask for, in every process a run starts), and returns `names` with
+  // each such name replaced by the names of the recipes it made. Unknown names are kept: the plan
+  // reports them.
+  std::vector<std::string> materialize(const std::vector<std::string>& names);
+
   // pass for a correct recipe, fail where a variant is targeted, any elsewhere.
   Expected expected(const std::string& check, const std::string& recipe) const;
 
@@ -209,6 +222,7 @@ class Registry {
  private:
   std::vector<CheckInfo> checks_;
   std::vector<RecipeInfo> recipes_;
+  std::vector<RecipeSource> sources_;
 };
 
 // What TC_CHECK returns: sets the registered check's attributes, each call returning the builder.

@@ -166,8 +166,13 @@ NamedTensors running_statistics(const NamedTensors& buffers) {
 }
 
 // The next epoch must train in train mode: the recipe says so, and the running statistics of its
-// normalisation layers move (they only do in training mode), where it has any.
-void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
+// normalisation layers move (they only do in training mode), where it has any and they moved in the
+// first epoch.
+//
+// The statistics are evidence only where they moved in the first epoch, before any evaluation: a
+// recipe that keeps its BatchNorm frozen (in eval mode while training, as fine-tuning does) moves
+// none in either epoch, and that says nothing about the mode the model was put back in.
+void train_mode_restored(Run& run, std::vector<double>& losses, bool stats_moved_before, Findings& out) {
   const int64_t spe = run.steps_per_epoch();
   const NamedTensors before_epoch = snapshot(running_statistics(run.buffers()));
   int64_t eval_mode_steps = 0;
@@ -176,7 +181,7 @@ void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
     losses.push_back(r.loss);
     if (!r.training_mode) ++eval_mode_steps;
   }
-  const bool has_stats = !before_epoch.empty();
+  const bool has_stats = !before_epoch.empty() && stats_moved_before;
   const bool stats_moved =
       has_stats && first_tensor_difference(before_epoch, snapshot(running_statistics(run.buffers()))).has_value();
   out.metrics()["next_epoch_eval_mode_steps"] = eval_mode_steps;
@@ -190,6 +195,10 @@ void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
                                                      : std::string("the model has no running statistics")));
   } else if (has_stats) {
     out.held("train_mode_restored", "next epoch trained in train mode with BatchNorm stats moving");
+  } else if (!before_epoch.empty()) {
+    out.held("train_mode_restored", "next epoch trained in train mode (every step's training_mode; the running "
+                                    "statistics moved in neither epoch, BatchNorm kept frozen by the recipe, so "
+                                    "they say nothing about the mode)");
   } else {
     out.held("train_mode_restored", "next epoch trained in train mode (every step's training_mode; the model "
                                     "has no running statistics, so none could be seen moving)");
@@ -199,7 +208,10 @@ void train_mode_restored(Run& run, std::vector<double>& losses, Findings& out) {
 CheckResult check_eval_mode(const CheckContext& ctx) {
   std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
   std::vector<double> losses;
+  const NamedTensors stats0 = snapshot(running_statistics(run->buffers()));
   for (int64_t i = 0; i < run->steps_per_epoch(); ++i) losses.push_back(run->train_step().loss);  // one epoch
+  const bool stats_moved_before =
+      first_tensor_difference(stats0, snapshot(running_statistics(run->buffers()))).has_value();
 
   Evaluated v;
   v.params0 = snapshot(run->parameters());
@@ -220,7 +232,7 @@ CheckResult check_eval_mode(const CheckContext& ctx) {
   eval_bitwise(v, f);
   state_untouched(v, f);
   no_autograd_graph(v, f);
-  train_mode_restored(*run, losses, f);
+  train_mode_restored(*run, losses, stats_moved_before, f);
   // What this environment computed, for `compare`: both epochs, the evaluations between them.
   f.metrics()["fingerprint"] = training_fingerprint(
       "one epoch, two evaluations, one more epoch (" + std::to_string(losses.size()) + " steps, seed " +

@@ -205,7 +205,7 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
       break;
     }
   }
-  const double rr = dot(ref, ref);
+  double rr = dot(ref, ref);
   if (!(rr > 0) || !std::isfinite(rr)) {
     b.not_judged = "the recomputed gradient of the batch's loss is zero or not finite";
     return b;
@@ -213,10 +213,49 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
   b.rho = dot(step, ref) / rr;
   b.rho_noise = dot(other, ref) / rr;
   b.cosine = dot(step, ref) / std::sqrt(dot(step, step) * rr);
+  if (!b.same_draws) {
+    // No split drew the step's own masks (the recipe drew random numbers before its forward, on the
+    // training thread): the step's gradient is one draw g of the batch's gradient over the random
+    // draws, whose expectation mu is estimated from kDraws recomputations g_1..g_M, their mean m.
+    // <g, m> estimates rho |mu|^2 (g independent of the g_i), and |m|^2 overestimates |mu|^2 by
+    // tr(Sigma) / M, estimated from the draws' spread: |mu|^2 ~ |m|^2 - s^2 / M with
+    // s^2 = sum |g_i - m|^2 / (M - 1). The spread of the estimate: the scale of a further draw,
+    // held out of m, the farther from 1 of two.
+    constexpr int kDraws = 8;
+    std::vector<std::vector<at::Tensor>> draws{ref, other};
+    while (static_cast<int>(draws.size()) < kDraws + 2) draws.push_back(summed(micro_batch_gradients(*r, x, y, b.split, index)));
+    std::vector<at::Tensor> m = draws[0];
+    for (int i = 1; i < kDraws; ++i) {
+      for (size_t j = 0; j < m.size(); ++j) {
+        if (m[j].defined() && draws[static_cast<size_t>(i)][j].defined()) m[j] = m[j] + draws[static_cast<size_t>(i)][j];
+      }
+    }
+    for (at::Tensor& t : m) {
+      if (t.defined()) t = t / static_cast<double>(kDraws);
+    }
+    double spread = 0.0;
+    for (int i = 0; i < kDraws; ++i) {
+      const std::vector<at::Tensor>& g = draws[static_cast<size_t>(i)];
+      spread += dot(g, g) - 2.0 * dot(g, m) + dot(m, m);
+    }
+    const double mu2 = dot(m, m) - spread / (kDraws - 1) / kDraws;
+    if (!(mu2 > 0) || !std::isfinite(mu2)) {
+      b.not_judged = "the batch's gradient over " + std::to_string(kDraws) +
+                     " recomputations with other random draws has no mean distinguishable from their spread";
+      return b;
+    }
+    rr = mu2;
+    b.rho = dot(step, m) / mu2;
+    const double h1 = dot(draws[kDraws], m) / mu2, h2 = dot(draws[kDraws + 1], m) / mu2;
+    b.rho_noise = std::abs(std::log(std::max(h1, 1e-30))) > std::abs(std::log(std::max(h2, 1e-30))) ? h1 : h2;
+    b.cosine = dot(step, m) / std::sqrt(dot(step, step) * dot(m, m));
+    b.mean_of_draws = kDraws;
+  }
   if (!b.same_draws && !(std::abs(std::log(std::max(b.rho_noise, 1e-30))) < kBoundary / 2)) {
-    b.not_judged = "the recomputation from other generator states (other dropout masks) gives a scale of " +
-                   fmt::sig(b.rho_noise, 3) + " along the first, outside 2^(+-1/4): the batch's gradient varies too "
-                   "much with its random draws to judge the step's scale";
+    b.not_judged = "a recomputation from other generator states (other dropout masks) gives a scale of " +
+                   fmt::sig(b.rho_noise, 3) + " along the mean of " + std::to_string(b.mean_of_draws) +
+                   " others, outside 2^(+-1/4): the batch's gradient varies too much with its random draws to "
+                   "judge the step's scale";
   } else if (!(b.cosine > 0.5)) {
     b.not_judged = "the step's gradient and the recomputed one point different ways (cosine " + fmt::sig(b.cosine, 3) +
                    "), so a scale between them means nothing";
@@ -228,6 +267,7 @@ void judge_batch_scale(const BatchScale& b, const std::vector<std::vector<at::Te
   f.metrics()["batch_gradient"] = {{"step", 0}, {"backward_passes", b.passes}, {"scale", b.rho},
                                    {"scale_other_draws", b.rho_noise}, {"cosine", b.cosine},
                                    {"same_draws", b.same_draws}, {"split", b.split},
+                                   {"mean_of_draws", b.mean_of_draws},
                                    {"judged", b.not_judged.empty()}};
   if (!b.not_judged.empty()) {
     f.recorded(kBatchGradient, "not judged: step 0: " + b.not_judged);
@@ -238,7 +278,9 @@ void judge_batch_scale(const BatchScale& b, const std::vector<std::vector<at::Te
                            "x the gradient of the batch's loss recomputed over " + split_text(b.split) +
                            " along it (cosine " + fmt::sig(b.cosine, 9) + ", " +
                            (b.same_draws ? std::string("the step's own random draws")
-                                         : "other random draws than the step's; from still others: " +
+                                         : "the mean over " + std::to_string(b.mean_of_draws) +
+                                               " recomputations with other random draws than the step's, its "
+                                               "length corrected for their spread; a further draw: " +
                                                fmt::sig(b.rho_noise, 4) + "x") +
                            "; bounds 2^(+-1/2))";
   const double deviation = std::abs(std::log(b.rho));

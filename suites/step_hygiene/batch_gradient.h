@@ -27,7 +27,10 @@ inline constexpr const char* kBatchGradient = "batch_gradient";
 //
 // Even then the recipe may weigh its micro-batches otherwise (the mistake looked for), and where no
 // split reproduces the masks the recomputation draws others (BatchNorm's statistics are per
-// micro-batch, too), so the two are compared by the step's scale along the recomputed gradient, rho = <g_step, g_ref> / |g_ref|^2, not element by element. The mistakes this
+// micro-batch, too), so the two are compared by the step's scale along the recomputed gradient, rho = <g_step, g_ref> / |g_ref|^2, not element by element.
+// Where no split reproduces the masks (the recipe drew random numbers before its forward), g_ref is
+// the mean of 8 recomputations with other draws and |g_ref|^2 is corrected for their spread, so that
+// rho estimates the step's scale against the batch gradient's expectation over the draws. The mistakes this
 // looks for scale the gradient by a whole factor (2 when backpropagated twice, k for k undivided
 // micro-batches, 1/k when divided twice), so rho is judged by the nearer of 1 and such a factor on
 // a log scale: the boundary is sqrt(2) (and 1/sqrt(2)). The judgement stands only when the
@@ -38,6 +41,7 @@ struct BatchScale {
   double rho = 1.0, rho_noise = 1.0, cosine = 1.0;
   int64_t passes = 0;
   bool same_draws = false;  // the recomputation points the step's way to 1e-6: it drew the same masks
+  int mean_of_draws = 1;    // without the same draws: how many recomputations the reference is the mean of
   std::vector<int64_t> split;  // the micro-batch sizes of the recomputation judged
   std::string not_judged;   // why the scale is not judged (empty: judged)
 };
