@@ -6,14 +6,9 @@
 #include <vector>
 
 #include "harness/runner.h"
+#include "harness/usage_error.h"
 
 namespace tc {
-
-// Bad usage or an environment that cannot do what was asked: `torchconform` exits 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
 
 bool cuda_available();
 int cuda_device_count();

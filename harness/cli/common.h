@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/contract/record.h"
+#include "harness/usage_error.h"
 
 namespace CLI {
 class App;
@@ -25,10 +26,8 @@ constexpr int kExitUsage = 2;
 // the bridge refuses, or a binary without the bridge: UsageError.
 std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs);
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Bad usage: tc::UsageError (harness/usage_error.h), the core's and the commands' one class.
+using tc::UsageError;
 
 // One command: the subcommand its options were declared on, and what runs once it was parsed.
 struct Command {
