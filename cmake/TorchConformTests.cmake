@@ -39,7 +39,7 @@ tc_gtest_suites(tc_contract_tests LABELS unit)
 
 # The utilities, without LibTorch (harness/util is a leaf library).
 add_executable(tc_util_tests harness/util/tests/util_test.cpp harness/util/tests/median_interval_test.cpp
-                             harness/util/tests/statistics_test.cpp)
+                             harness/util/tests/statistics_test.cpp harness/tests/test_paths_test.cpp)
 target_link_libraries(tc_util_tests PRIVATE tc_util tc_test_paths nlohmann_json::nlohmann_json GTest::gtest_main)
 tc_gtest_suites(tc_util_tests LABELS unit)
 
