@@ -6,7 +6,9 @@
 #include "reference/distributed.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -95,6 +97,56 @@ std::string LaunchEnv::describe() const {
   return s.str();
 }
 
+namespace {
+
+// Every rank beats on the store from a thread of its own, over a connection of its own (a store
+// call waiting in the main thread holds its client's lock): a rank blocked in a collective still
+// beats; a killed or stopped process does not. That, not whether a rank has yet noticed the
+// failure, is what tells a lost rank from a survivor (in a ring a survivor may wait on another
+// survivor, and learn of the loss only when that one gives up).
+class Heartbeat {
+ public:
+  static constexpr std::chrono::milliseconds kPeriod{200};
+
+  Heartbeat(c10::intrusive_ptr<c10d::Store> store, std::string key)
+      : store_(std::move(store)), key_(std::move(key)), thread_([this] { loop(); }) {}
+  ~Heartbeat() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      lock.unlock();
+      try {
+        store_->add(key_, 1);
+      } catch (const std::exception&) {
+        // The store is gone (torchrun tearing down): nobody is left to read the beats.
+      }
+      lock.lock();
+      wake_.wait_for(lock, kPeriod, [this] { return stop_; });
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::string key_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the rest is built
+};
+
+std::string beat_key(int rank) { return "tc/beat/" + std::to_string(rank); }
+std::string alive_key(int rank) { return "tc/alive/" + std::to_string(rank); }
+
+}  // namespace
+
 struct ProcessGroup::Impl {
   LaunchEnv env;
   GroupOptions options;
@@ -102,17 +154,30 @@ struct ProcessGroup::Impl {
   c10::intrusive_ptr<c10d::Backend> backend;
   c10::intrusive_ptr<c10d::ProcessGroup> group;  // what the Reducer takes
   c10::Device device = c10::Device(c10::kCPU);
+  std::unique_ptr<Heartbeat> heartbeat;  // null when the second connection could not be made
 
   [[noreturn]] void lost(const std::string& what, const std::exception& e, ProcessGroup& self) {
     std::ostringstream m;
     m << "rank " << env.rank << ": " << what << " failed: " << first_line(e.what());
-    const std::vector<int> gone = self.lost_ranks(std::chrono::seconds(3));
-    if (!gone.empty()) {
-      m << "; lost rank" << (gone.size() > 1 ? "s" : "");
-      for (size_t i = 0; i < gone.size(); ++i) m << (i ? ", " : " ") << gone[i];
-      m << " (did not check in on the store)";
-    } else {
+    const LostRanks seen = self.find_lost_ranks(std::chrono::seconds(3));
+    const auto list = [&](const std::vector<int>& ranks) {
+      for (size_t i = 0; i < ranks.size(); ++i) m << (i ? ", " : " ") << ranks[i];
+    };
+    if (!seen.store_answered) {
       m << "; could not tell which rank is lost (the store did not answer)";
+    } else {
+      if (!seen.lost.empty()) {
+        m << "; lost rank" << (seen.lost.size() > 1 ? "s" : "");
+        list(seen.lost);
+        m << (seen.heartbeats ? " (no heartbeat on the store for 3 s)" : " (did not check in on the store)");
+      } else if (!seen.waiting.empty()) {
+        m << "; no rank is lost as far as the store can tell";
+      }
+      if (!seen.waiting.empty()) {
+        m << "; rank" << (seen.waiting.size() > 1 ? "s" : "");
+        list(seen.waiting);
+        m << " alive (heartbeat on the store), not yet out of the collective";
+      }
     }
     throw PeerLost(m.str());
   }
@@ -154,8 +219,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const LaunchEnv& env, const G
   }
   // Groups made one after another in a process (every rank in the same order) get keys of their own.
   static std::atomic<int> groups{0};
+  const std::string group_prefix = "tc_group_" + std::to_string(groups++);
   impl->store = c10::make_intrusive<c10d::PrefixStore>(
-      "tc_group_" + std::to_string(groups++),
+      group_prefix,
       c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count), tcp));
 
   c10d::ProcessGroup::BackendType type;
@@ -178,6 +244,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const LaunchEnv& env, const G
                                       env.rank, env.world_size, env.local_rank, options.timeout);
     impl->device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank));
     type = c10d::ProcessGroup::BackendType::NCCL;
+  }
+  try {
+    c10d::TCPStoreOptions beat = so;
+    beat.isServer = false;
+    beat.timeout = std::min<std::chrono::milliseconds>(options.timeout, std::chrono::seconds(2));
+    auto client = c10::make_intrusive<c10d::PrefixStore>(
+        group_prefix,
+        c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + std::to_string(env.restart_count),
+                                               c10::make_intrusive<c10d::TCPStore>(env.master_addr, beat)));
+    impl->heartbeat = std::make_unique<Heartbeat>(std::move(client), beat_key(env.rank));
+  } catch (const std::exception&) {
+    // Without beats a lost rank is told by its missing check-in alone (see find_lost_ranks).
   }
   impl->backend->setGroupUid("default_pg");
   impl->group = c10::make_intrusive<c10d::ProcessGroup>(impl->store, env.rank, env.world_size);
@@ -244,24 +322,47 @@ void ProcessGroup::raise_lost(const std::string& what, const std::exception& e) 
   impl_->lost(what, e, *this);
 }
 
-std::vector<int> ProcessGroup::lost_ranks(std::chrono::milliseconds grace) {
-  // Every survivor of a failed collective comes here within about the same time (the failure
-  // reaches all of them: a closed connection at once, a timeout after the same timeout).
+LostRanks ProcessGroup::find_lost_ranks(std::chrono::milliseconds grace) {
+  // Every survivor of a failed collective checks in; one that has not by the end of `grace` is
+  // lost only if its heartbeat stood still over that time (a survivor blocked on another survivor
+  // beats on). Without beats (no second connection), a missing check-in alone names it.
+  LostRanks out;
   try {
-    impl_->store->set("tc/alive/" + std::to_string(rank()), std::vector<uint8_t>{'1'});
+    Impl& impl = *impl_;
+    impl.store->set(alive_key(rank()), std::vector<uint8_t>{'1'});
+    const bool beats = impl.heartbeat != nullptr;
+    const auto beat_of = [&](int r) { return impl.store->add(beat_key(r), 0); };
+    std::vector<int64_t> before(size(), 0);
+    if (beats) {
+      for (int r = 0; r < size(); ++r) before[r] = r == rank() ? 0 : beat_of(r);
+    }
     const auto deadline = std::chrono::steady_clock::now() + grace;
     std::vector<int> missing;
     for (;;) {
       missing.clear();
       for (int r = 0; r < size(); ++r) {
-        if (r != rank() && !impl_->store->check({"tc/alive/" + std::to_string(r)})) missing.push_back(r);
+        if (r != rank() && !impl.store->check({alive_key(r)})) missing.push_back(r);
       }
-      if (missing.empty() || std::chrono::steady_clock::now() >= deadline) return missing;
+      if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    out.store_answered = true;
+    out.heartbeats = beats;
+    for (int r : missing) {
+      if (beats && beat_of(r) > before[r]) {
+        out.waiting.push_back(r);
+      } else {
+        out.lost.push_back(r);
+      }
+    }
   } catch (const std::exception&) {
-    return {};
+    out = LostRanks{};
   }
+  return out;
+}
+
+std::vector<int> ProcessGroup::lost_ranks(std::chrono::milliseconds grace) {
+  return find_lost_ranks(grace).lost;
 }
 
 // --- GradientReducer -------------------------------------------------------------------------

@@ -61,6 +61,14 @@ class PeerLost : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// What the store tells of the other ranks after a failed collective.
+struct LostRanks {
+  bool store_answered = false;
+  bool heartbeats = false;    // the ranks' beats were read (else a missing check-in alone decided)
+  std::vector<int> lost;      // not checked in, heartbeat stood still: killed or stopped
+  std::vector<int> waiting;   // not checked in, heartbeat moving: alive, still in its collective
+};
+
 class ProcessGroup {
  public:
   // Connects to torchrun's store (the agent's, or rank 0's), prefixed per restart attempt as
@@ -87,8 +95,11 @@ class ProcessGroup {
   void store_set(const std::string& key, const std::string& value);
   std::string store_get(const std::string& key);  // waits up to the timeout
 
-  // After a failed collective: every surviving rank checks in on the store; the ranks that do not
-  // within `grace` are named. Empty when the store itself is unreachable.
+  // After a failed collective: every surviving rank checks in on the store; of the ranks that do
+  // not within `grace`, those whose heartbeat (a thread of each rank adding to the store every
+  // 200 ms) stood still over that time are lost, the others are alive and still waiting.
+  LostRanks find_lost_ranks(std::chrono::milliseconds grace);
+  // find_lost_ranks(grace).lost: empty when the store itself is unreachable.
   std::vector<int> lost_ranks(std::chrono::milliseconds grace);
   // Throws PeerLost for `what` (e.g. "backward", whose all-reduce the Reducer ran) that failed
   // with `e`, naming the lost ranks.

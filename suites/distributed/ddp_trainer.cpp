@@ -5,11 +5,14 @@
 //
 //   torchrun --standalone --nproc-per-node=2 --max-restarts=1 --no-python tc_ddp_trainer
 //       --out DIR --steps 12 [--timeout-ms 5000] [--kill-rank 1 --kill-at-step 6 [--kill-signal STOP]]
+//       [--stall-rank 2 --stall-s 5]
 //   (one command line)
 //
 // --kill-rank R --kill-at-step K: on the first attempt only, rank R sends itself SIGKILL (or
 // SIGSTOP: a hung rank) before step K. Every rank leaves DIR/exit-rank<R>.json (exit code, message,
 // time) when it ends by itself; a rank whose collective failed exits 1 naming the lost ranks.
+// --stall-rank R --stall-s S: on the first attempt, rank R sleeps S seconds before the kill step
+// (alive, busy elsewhere: a survivor that has not yet reached the failing collective).
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +21,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -51,6 +55,8 @@ struct Args {
   int kill_rank = -1;
   int64_t kill_at_step = -1;
   std::string kill_signal = "KILL";
+  int stall_rank = -1;
+  double stall_s = 0;
   std::string backend = "gloo";
 };
 
@@ -68,6 +74,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--kill-rank") a.kill_rank = std::stoi(value());
     else if (k == "--kill-at-step") a.kill_at_step = std::stoll(value());
     else if (k == "--kill-signal") a.kill_signal = value();
+    else if (k == "--stall-rank") a.stall_rank = std::stoi(value());
+    else if (k == "--stall-s") a.stall_s = std::stod(value());
     else if (k == "--backend") a.backend = value();
     else throw std::invalid_argument("unknown argument '" + k + "'");
   }
@@ -134,6 +142,10 @@ int main(int argc, char** argv) {
         std::cerr << "tc_ddp_trainer: rank " << rank << " sends itself SIG" << a.kill_signal << " before step "
                   << step << '\n';
         raise(a.kill_signal == "STOP" ? SIGSTOP : SIGKILL);
+      }
+      if (rank == a.stall_rank && step == a.kill_at_step && env->restart_count == 0) {
+        std::cerr << "tc_ddp_trainer: rank " << rank << " stalls " << a.stall_s << " s before step " << step << '\n';
+        std::this_thread::sleep_for(std::chrono::duration<double>(a.stall_s));
       }
       const tc::DistStep r = d.train_step();
       if (std::getenv("TC_TRAINER_VERBOSE")) {
