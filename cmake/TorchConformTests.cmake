@@ -182,6 +182,12 @@ add_test(NAME docs.readme_checks
                  ${PROJECT_SOURCE_DIR}/README.md)
 set_tests_properties(docs.readme_checks PROPERTIES LABELS unit)
 
+# The manual is true: every repository path, page and code name that README.md, docs/ and the
+# sources' comments mention exists (ci/check-docs); the self-test feeds it made-up stale references.
+add_test(NAME docs.references_exist COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-docs ${PROJECT_SOURCE_DIR})
+add_test(NAME docs.references_rule_catches_stale_ones COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-docs --self-test)
+set_tests_properties(docs.references_exist docs.references_rule_catches_stale_ones PROPERTIES LABELS unit)
+
 # compare / trend: gate by exit code on committed inputs (real Google Benchmark 1.7.1 output)
 set(TC_FIX ${PROJECT_SOURCE_DIR}/harness/tests/fixtures)
 tc_cli_test(compare_gbench_regression 1 "BM_Sleep/iterations:20 .*REGRESSION.*gate: FAIL"

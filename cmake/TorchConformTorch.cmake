@@ -4,7 +4,8 @@
 # the repo's Python environment (TC_PYTHON, set by ci/ scripts; falls back to python3 on PATH).
 
 # torch.utils.cmake_prefix_path read without importing torch: quick, and no warning (an import
-# warns "Failed to initialize NumPy" where NumPy is absent). The README gives the same line.
+# warns "Failed to initialize NumPy" where NumPy is absent). examples/user_recipe/README.md gives
+# the same line.
 # (A newline between the statements: a ';' would split a CMake argument.)
 set(TC_TORCH_PREFIX_QUERY
     "import importlib.util as u, os\nprint(os.path.join(os.path.dirname(u.find_spec('torch').origin), 'share', 'cmake'), end='')")

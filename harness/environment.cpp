@@ -83,7 +83,7 @@ json env_vars() {
       "TORCHCONFORM_BENCH_SLOWDOWN_MS", "TORCHCONFORM_BENCH_THREADS",
       // torchconform qualify: its test hooks (a slowed or perturbed rank shows in the report)
       "TORCHCONFORM_QUALIFY_SLOW_RANK", "TORCHCONFORM_QUALIFY_SLOWDOWN", "TORCHCONFORM_QUALIFY_PERTURB_RANK",
-      // torchconform run: the intra-op thread count (harness/cli.cpp)
+      // torchconform run: the intra-op thread count (harness/cli/run.cpp)
       "TORCHCONFORM_THREADS"};
   json out = json::object();
   for (const char* n : kNames) {

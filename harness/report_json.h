@@ -1,4 +1,5 @@
-// Report JSON (`torchconform.report/1`): writer and reader. Formats only.
+// Report JSON (`torchconform.report/1`): writer and reader. It formats what the runner recorded and
+// reads a report back (checking its schema); the only files it reads besides are those it hashes.
 #pragma once
 
 #include <string>

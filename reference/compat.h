@@ -1,5 +1,5 @@
 // The one place for LibTorch version differences (pinned 2.15 here; 2.11 on the GPU machine;
-// 1.13 notes in ../shared/LIBTORCH.md). Keep this header small.
+// what older releases lack is noted beside each function). Keep this header small.
 #pragma once
 
 #include <string>

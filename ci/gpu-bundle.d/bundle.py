@@ -130,7 +130,7 @@ def cmd_checks(list_json):
 
 def cmd_merge(out, parts):
     """The per-check reports as one: cells in order; tool, environment from the first; summary
-    counted as harness/record.cpp's summarize() counts it."""
+    counted as harness/contract/record.cpp's summarize() counts it."""
     merged = None
     runs = []
     for p in parts:

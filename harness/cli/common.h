@@ -1,4 +1,4 @@
-// What the commands of the command line share (harness/cli/*.cpp; cli.cpp dispatches to them).
+// What the commands of the command line share (harness/cli/*.cpp; cli/dispatch.cpp dispatches to them).
 #pragma once
 
 #include <cstdint>
@@ -20,13 +20,13 @@ namespace tc::cli {
 
 constexpr int kExitUsage = 2;
 
-// Bad usage or bad input: the message, and exit 2 (guarded() is the one catch).
 // --python: each spec's recipe loaded and registered in Registry::global() (before the registry is
 // validated); returns the specs with absolute files, for the processes a check starts again. A spec
 // the bridge refuses, or a binary without the bridge: UsageError.
 std::vector<std::string> load_python_recipes(const std::vector<std::string>& specs);
 
-// Bad usage: tc::UsageError (harness/usage_error.h), the core's and the commands' one class.
+// Bad usage or bad input: tc::UsageError (harness/usage_error.h), the core's and the commands' one
+// class; its message, and exit 2 (guarded() is the one catch).
 using tc::UsageError;
 
 // One command: the subcommand its options were declared on, and what runs once it was parsed.

@@ -1,6 +1,6 @@
 // How a check trains a recipe the way it ships compiled (torch.compile) and reads what the
 // compiler did. torch.compile (TorchDynamo + Inductor) has no counterpart in LibTorch's C++
-// frontend: a Python recipe implements this probe through the bridge (python/bridge/PythonRun,
+// frontend: a Python recipe implements this probe through the bridge (PythonRun in python/bridge/python_run.h,
 // RunOptions.compile in python/torchconform/run.py); a C++ recipe does not, and the check
 // `torch_compile` skips its cells, naming this interface. Found with dynamic_cast next to tc::Run.
 #pragma once

@@ -3,8 +3,8 @@
 //
 // The Python bridge (python/bridge/, a layer above the contract) loads the class in the interpreter
 // it embeds and registers a tc::Run that adapts it, at run time, with Registry::add_recipe. It hands
-// its loader to the command line through this one registration, as suites/qualify hands over its
-// worker (qualify_probe.h): the command line includes only the contract, and a binary built without
+// its loader to the command line through this one registration, as qualify's device half
+// (harness/qualify/probes/) hands over its worker (qualify_probe.h): the command line includes only the contract, and a binary built without
 // the bridge says so rather than knowing nothing of Python.
 //
 //   static const bool registered = tc::set_python_loader([](const std::string& spec) {

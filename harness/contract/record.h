@@ -68,7 +68,7 @@ struct BenchmarkRecord {
   std::map<std::string, BenchmarkCounter> counters;  // counter name -> per repetition; empty if none
   // CPU time of the benchmark's thread per repetition, in `unit`, in the order of samples (Google
   // Benchmark's cpu_time); empty in reports written before it was kept.
-  std::vector<double> cpu_samples;  // counter name -> per repetition; empty if none
+  std::vector<double> cpu_samples;
 };
 
 struct Summary {

@@ -64,9 +64,9 @@ struct CheckContext {
   Role role = Role::kReference;  // whose recipe: the suite's reference, a variant, a subject (record.h)
   bool sweep = false;  // `run --sweep`: costly sweeps a check runs for the reference only, for every recipe
   Expected expected = Expected::kAny;  // what this cell is expected to give (pass, fail, any)
-  RunFactory make_run;
+  RunFactory make_run;  // a fresh, not yet set-up run of the recipe under test
   // A multi-process check's worker: a directory every rank of this cell shares (same path).
-  std::string work_dir;  // a fresh, not yet set-up run of the recipe under test
+  std::string work_dir;
   // Runs `part` of this cell's check in a fresh process of this program (same check, recipe, device
   // and seed; there ctx.part is `part`) and returns the metrics the check returned there: what a
   // process fixes once (a value read into a static, an address-derived key) differs between the two.

@@ -46,11 +46,11 @@ the batches (the augmentation included) and the losses of steps 0 to 3 are bitwi
 The first difference is the learning rate step 3 updates with, so every loss from step 4 on:
 ``torch.optim.lr_scheduler.StepLR`` first decays at step 3 (its constructor takes an initial step:
 0.05 for steps 0-2, 0.04 from step 3), LibTorch's ``torch::optim::StepLR`` one step later (0.05 for
-steps 0-3, 0.04 from step 4; shared/LIBTORCH.md records it). This recipe keeps Python's StepLR, as a
+steps 0-3, 0.04 from step 4; docs/python.md records it). This recipe keeps Python's StepLR, as a
 Python loop would. With the schedule moved to LibTorch's timing (the first ``scheduler.step()``
 skipped, a scratch test not shipped here) all 14 losses the report holds are bitwise equal to the
 C++ reference's (steps 0-13): nothing else differs in the computation. ``clip_grad_norm_``'s
-reciprocal-vs-division difference (shared/LIBTORCH.md) does not show: max_norm is 1.0, a power of 2.
+reciprocal-vs-division difference (docs/python.md) does not show: max_norm is 1.0, a power of 2.
 """
 from __future__ import annotations
 

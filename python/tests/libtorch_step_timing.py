@@ -3,7 +3,7 @@
 
 The two StepLRs multiply the rate by gamma one step apart: Python's ``StepLR`` after step_size
 scheduler steps (the rate of step 3 is decayed for step_size 3), LibTorch's
-``torch::optim::StepLR`` one call later (step 4; shared/LIBTORCH.md). Everything else is the same
+``torch::optim::StepLR`` one call later (step 4; docs/python.md). Everything else is the same
 computation, so with LibTorch's timing the losses must agree bit for bit.
 """
 from __future__ import annotations

@@ -818,7 +818,7 @@ TEST(LoopSlots, PerEpochStepsTheInnerScheduleOnceAnEpoch) {
     inner_steps.push_back(s.inner().step_count());
   }
   // Stepped after updates 3 and 6, the ends of the epochs (what StepLR then does with its count is
-  // LibTorch's: it decays one step later than Python's, shared/LIBTORCH.md).
+  // LibTorch's: it decays one step later than Python's, docs/python.md).
   EXPECT_EQ(inner_steps, (std::vector<int64_t>{0, 0, 1, 1, 1, 2, 2}));
 }
 

@@ -6,7 +6,7 @@
 //              stated as found). CPU: fp32 on ONE thread per rank: the ranks share the host's cores,
 //              and one thread each makes every rank's figure the speed of the core it runs on rather
 //              than a share of a thread pool the others also use; fp32 because bf16 is fast only on
-//              CPUs with AMX/avx512_bf16 (and slower than fp32 on some, see LIBTORCH.md).
+//              CPUs with AMX/avx512_bf16 (and slower than fp32 on others: amp's CPU bar is measured, docs/amp.md).
 //   copy       GB/s of a large tensor copy on the device, counted as STREAM does (read + write).
 //   h2d        GB/s host to device from pinned memory (CUDA only).
 //   allreduce  bus bandwidth of a float32 sum, busbw = algbw * 2(n-1)/n as nccl-tests and

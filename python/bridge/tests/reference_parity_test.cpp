@@ -5,7 +5,7 @@
 // - py_reference with LibTorch's StepLR timing (python/tests/libtorch_step_timing.py): every one of
 //   the 20 losses equal bitwise.
 // - py_reference as the seeds write it (torch.optim.lr_scheduler.StepLR): equal until the first
-//   decay, which Python's StepLR makes one step earlier than LibTorch's (shared/LIBTORCH.md): the
+//   decay, which Python's StepLR makes one step earlier than LibTorch's (docs/python.md): the
 //   first difference is at step 4, where the two rates differ and nothing else does.
 #include <cstring>
 #include <string>
