@@ -164,10 +164,13 @@ tc_cli_test(unknown_recipe 2 "unknown recipe 'nope'" run --recipe nope)
 tc_cli_test(part_needs_one_cell 2 "--part runs a part of one cell" run --part same_seed_run --check reproducibility)
 tc_cli_test(cuda_missing 2 "no CUDA device" run --device cuda --check eval_mode --recipe reference
             --json ${TC_TEST_OUT}/never.json)
-# Nothing checked (a practice that cannot be checked from C++): 77, which the conformance ctests read
-# as skipped (SKIP_RETURN_CODE), not 0.
-tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check fsdp --recipe reference
+# Nothing checked (a variant whose practice shows only where CUDA exists, on a machine without it):
+# 77, which the conformance ctests read as skipped (SKIP_RETURN_CODE), not 0.
+tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check device_agnostic --recipe mixed_devices
             --json ${TC_TEST_OUT}/all-skipped.json --html ${TC_TEST_OUT}/all-skipped.html)
+# A check of Python recipes only, asked for a C++ recipe alone: no cell at all, and the reason (exit 2).
+tc_cli_test(no_cell_for_the_recipes_language 2 "nothing to run: no check given judges the recipes given; fsdp: the check judges Python recipes only"
+            run --device cpu --check fsdp --recipe reference --json ${TC_TEST_OUT}/never.json)
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")

@@ -27,7 +27,9 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
                            {"ranks", c.ranks},
                            {"runs_alone", c.runs_alone},
                            {"timeout_s", c.timeout_s},
-                           {"unsupported", c.unsupported.empty() ? json(nullptr) : json(c.unsupported)}});
+                           {"unsupported", c.unsupported.empty() ? json(nullptr) : json(c.unsupported)},
+                           {"languages", c.languages.empty() ? json(nullptr) : json(c.languages)},
+                           {"languages_why", c.languages.empty() ? json(nullptr) : json(c.languages_why)}});
   }
   for (const RecipeInfo& r : reg.recipes()) {
     j["recipes"].push_back({{"name", r.name},
@@ -37,7 +39,7 @@ json catalogue_json(const Registry& reg, int cuda_devices) {
                             {"control", r.control},
                             {"role", to_string(r.role())},
                             {"needs", r.needs.empty() ? json(nullptr) : json(r.needs)},
-                            {"language", r.language.empty() ? "c++" : r.language}});
+                            {"language", r.language_name()}});
   }
   j["devices"] = {{"cpu", true}, {"cuda", cuda_devices > 0}};
   return j;
@@ -51,6 +53,11 @@ std::string render_catalogue_text(const Registry& reg, int cuda_devices) {
     if (c.multi_process()) os << "  (" << c.ranks << " processes under torchrun)";
     if (c.runs_alone) os << "  (runs alone: it measures time)";
     if (!c.unsupported.empty()) os << "  (not checkable from C++)";
+    if (!c.languages.empty()) {
+      os << "  (judges ";
+      for (size_t i = 0; i < c.languages.size(); ++i) os << (i ? ", " : "") << (c.languages[i] == "c++" ? "C++" : "Python");
+      os << " recipes only)";
+    }
     os << "\n      " << c.promise << '\n';
   }
   os << "\nrecipes:\n";

@@ -56,7 +56,7 @@ void print_cell_line(std::ostream& os, const Cell& c, size_t index, size_t total
   os << '\n';
 }
 
-void print_summary(std::ostream& os, const std::vector<Cell>& cells) {
+void print_summary(std::ostream& os, const std::vector<Cell>& cells, const std::vector<NotApplicable>& not_applicable) {
   std::vector<std::string> devices, checks, recipes;
   auto add = [](std::vector<std::string>& v, const std::string& s) {
     if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
@@ -113,6 +113,14 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells) {
     os << "  not judged (cells with a promise recorded, not judged):";
     for (const auto& [check, per] : s.not_judged) os << ' ' << check << '=' << per.at("");
     os << '\n';
+  }
+  // Not cells: checks that cannot apply to a recipe's language, counted per check.
+  if (!not_applicable.empty()) {
+    std::map<std::string, int> per_check;
+    for (const NotApplicable& n : not_applicable) ++per_check[n.check];
+    os << "  not applicable: " << not_applicable.size() << " (left out, not cells:";
+    for (const auto& [check, n] : per_check) os << ' ' << check << '=' << n;
+    os << "; " << not_applicable.front().reason << ")\n";
   }
   print_error_owners(os, cells);
 }

@@ -12,7 +12,8 @@ namespace tc {
 void print_cell_line(std::ostream& os, const Cell& cell, size_t index, size_t total);
 
 // The matrix check x recipe for one device, verdicts in the cells, then the summary counts.
-void print_summary(std::ostream& os, const std::vector<Cell>& cells);
+void print_summary(std::ostream& os, const std::vector<Cell>& cells,
+                   const std::vector<NotApplicable>& not_applicable = {});
 
 // Once per check whose declared detection (DetectsByThrowing) matched an error other checks' cells
 // threw (metrics.error_owned_by): which recipes, how many cells, and that this check owns the

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/runner.h"
+#include "harness/run_plan.h"
 #include "harness/usage_error.h"
 
 namespace tc {

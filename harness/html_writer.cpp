@@ -226,12 +226,9 @@ const char* kReportCss =
     ".k-quiet{color:#c4c7c5}.k-quiet summary{font-weight:400!important}\n"
     "#summary .fail{background:#f6c7c3}p.legend span{display:inline-block;padding:.1em .5em;margin:0 .3em .3em 0}.count{padding:.1em .4em;margin-right:.3em}\n";
 
-}  // namespace
-
-std::string render_html(const Report& r) {
-  std::ostringstream h;
-  Summary s = summarize(r.cells);
-  h << html::page_begin("torchconform report", kReportCss);
+// The page's head: the tool, the run, and the verdict counts (with the "not judged" ones per check).
+void header_section(std::ostringstream& h, const Report& r) {
+  const Summary s = summarize(r.cells);
   h << "<h1>torchconform report</h1>\n<p>";
   h << "tool " << escape(field(r.tool, "version")) << " (commit " << escape(field(r.tool, "git_commit"))
     << "), LibTorch " << escape(field(sub(r.environment, "libtorch"), "version")) << ", started "
@@ -240,32 +237,54 @@ std::string render_html(const Report& r) {
     h << "<span class=\"" << escape(verdict) << "\">" << escape(verdict) << ": " << count << "</span> &nbsp; ";
   }
   h << "total: " << s.total << "</p>\n";
-  if (!s.not_judged.empty()) {
-    h << "<p id=\"not-judged\">not judged (cells that ended a promise recorded without a verdict, per check):";
-    for (const auto& [check, per] : s.not_judged) {
-      h << " <span class=\"count\" title=\"";
-      bool first = true;
-      for (const auto& [id, n] : per) {
-        if (id.empty()) continue;
-        h << (first ? "" : ", ") << escape(id) << " " << n;
-        first = false;
-      }
-      h << "\">" << escape(check) << ": " << per.at("") << "</span>";
+  if (!r.not_applicable.empty()) {
+    std::map<std::string, int> per_check;
+    for (const NotApplicable& n : r.not_applicable) ++per_check[n.check];
+    h << "<p id=\"not-applicable\">not applicable (left out, not cells):";
+    for (const auto& [check, n] : per_check) h << " <span class=\"count\">" << escape(check) << ": " << n << "</span>";
+    h << " &mdash; " << escape(r.not_applicable.front().reason) << "</p>\n";
+  }
+  if (s.not_judged.empty()) return;
+  h << "<p id=\"not-judged\">not judged (cells that ended a promise recorded without a verdict, per check):";
+  for (const auto& [check, per] : s.not_judged) {
+    h << " <span class=\"count\" title=\"";
+    bool first = true;
+    for (const auto& [id, n] : per) {
+      if (id.empty()) continue;
+      h << (first ? "" : ", ") << escape(id) << " " << n;
+      first = false;
     }
-    h << "</p>\n";
+    h << "\">" << escape(check) << ": " << per.at("") << "</span>";
   }
-  summary_section(h, r.cells);
-  environment_section(h, r.environment);
+  h << "</p>\n";
+}
 
-  // Each loss chart once, in the section below the matrix; a cell links to its own.
-  std::map<const Cell*, std::string> chart_ids;
-  for (const Cell& c : r.cells) {
-    if (c.expected == Expected::kAny || loss_chart(c).empty()) continue;  // judged cells' curves
-    const std::string id = "loss-" + std::to_string(chart_ids.size() + 1);
-    chart_ids.emplace(&c, id);
+// One table row of the matrix: the recipe and its cell for each check ("" where it has none).
+void matrix_row(std::ostringstream& h, const Report& r, const std::string& device, const std::string& recipe,
+                const std::vector<std::string>& checks, const std::map<const Cell*, std::string>& chart_ids) {
+  const auto first = std::find_if(r.cells.begin(), r.cells.end(),
+                                  [&](const Cell& c) { return c.device == device && c.recipe == recipe; });
+  if (first == r.cells.end()) return;
+  h << "<tr><th class=\"recipe\">" << escape(recipe);
+  if (first->role == Role::kSubject) h << "<span class=\"tag\">your recipe</span>";
+  if (first->role == Role::kReference) h << "<span class=\"tag\">reference</span>";
+  h << "</th>";
+  for (const std::string& k : checks) {
+    auto it = std::find_if(r.cells.begin(), r.cells.end(), [&](const Cell& c) {
+      return c.device == device && c.recipe == recipe && c.check == k;
+    });
+    if (it == r.cells.end()) {
+      h << "<td></td>";
+    } else {
+      auto id = chart_ids.find(&*it);
+      cell_element(h, *it, id == chart_ids.end() ? "" : id->second);
+    }
   }
+  h << "</tr>\n";
+}
 
-  // The matrix, one table per device: recipes (rows) x checks (columns), in report order.
+// The matrix, one table per device: recipes (rows) x checks (columns), in report order.
+void matrix_section(std::ostringstream& h, const Report& r, const std::map<const Cell*, std::string>& chart_ids) {
   std::vector<std::string> devices, checks, recipes;
   auto add = [](std::vector<std::string>& v, const std::string& x) {
     if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
@@ -281,36 +300,13 @@ std::string render_html(const Report& r) {
       << "\"><thead><tr><th>recipe \\ check</th>";
     for (const std::string& k : checks) h << "<th>" << escape(k) << "</th>";
     h << "</tr></thead><tbody>\n";
-    for (const std::string& rc : recipes) {
-      const Cell* first = nullptr;
-      for (const Cell& c : r.cells) {
-        if (c.device == d && c.recipe == rc) {
-          first = &c;
-          break;
-        }
-      }
-      if (first == nullptr) continue;
-      h << "<tr><th class=\"recipe\">" << escape(rc);
-      if (first->role == Role::kSubject) h << "<span class=\"tag\">your recipe</span>";
-      if (first->role == Role::kReference) h << "<span class=\"tag\">reference</span>";
-      h << "</th>";
-      for (const std::string& k : checks) {
-        auto it = std::find_if(r.cells.begin(), r.cells.end(), [&](const Cell& c) {
-          return c.device == d && c.recipe == rc && c.check == k;
-        });
-        if (it == r.cells.end()) {
-          h << "<td></td>";
-        } else {
-          auto id = chart_ids.find(&*it);
-          cell_element(h, *it, id == chart_ids.end() ? "" : id->second);
-        }
-      }
-      h << "</tr>\n";
-    }
+    for (const std::string& rc : recipes) matrix_row(h, r, d, rc, checks, chart_ids);
     h << "</tbody></table>\n";
   }
+}
 
-  // Every compared pair of loss curves at a glance (the same charts are in each cell's details).
+// Every compared pair of loss curves at a glance (the same charts are in each cell's details).
+void curves_section(std::ostringstream& h, const Report& r, const std::map<const Cell*, std::string>& chart_ids) {
   h << "<h2>Loss curves compared</h2>\n<div class=\"curves\" style=\"display:flex;flex-wrap:wrap\">\n";
   for (const Cell& c : r.cells) {
     auto id = chart_ids.find(&c);
@@ -320,7 +316,9 @@ std::string render_html(const Report& r) {
   }
   h << "</div>\n";
   if (chart_ids.empty()) h << "<p>none in this report</p>\n";
+}
 
+void skipped_section(std::ostringstream& h, const Report& r) {
   h << "<h2>Skipped</h2>\n";
   int skipped = 0;
   for (const Cell& c : r.cells) {
@@ -330,34 +328,57 @@ std::string render_html(const Report& r) {
       << escape(c.evidence) << "</li>\n";
   }
   h << (skipped ? "</ul>\n" : "<p>none</p>\n");
+}
 
+void benchmarks_section(std::ostringstream& h, const Report& r) {
   h << "<h2>Benchmarks</h2>\n";
   if (r.benchmarks.empty()) {
     h << "<p>none in this report (<code>torchconform bench</code> adds them)</p>\n";
-  } else {
-    h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>median</th><th>cv</th>"
-         "<th>n</th><th>min</th><th>max</th><th>samples (bar = median)</th><th>counters (median)</th></tr></thead>"
-         "<tbody>\n";
-    for (const BenchmarkRecord& b : r.benchmarks) {
-      double lo = INFINITY, hi = -INFINITY;
-      for (double v : b.samples) lo = std::min(lo, v), hi = std::max(hi, v);
-      h << "<tr class=\"bench\" data-name=\"" << escape(b.name) << "\" data-device=\"" << escape(b.device)
-        << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>" << escape(b.unit)
-        << "</td><td>" << num(b.median) << "</td><td>" << num(b.cv * 100) << "%</td><td>" << b.samples.size()
-        << "</td><td>" << (b.samples.empty() ? "-" : num(lo)) << "</td><td>" << (b.samples.empty() ? "-" : num(hi))
-        << "</td><td>" << html::strip_plot(b.samples, lo, hi) << "</td><td>";
-      // The benchmark's user counters (the amp benchmarks' MFU, TFLOP/s, ...): the median of each.
-      if (b.counters.empty()) h << "-";
-      bool first = true;
-      for (const auto& [name, c] : b.counters) {
-        h << (first ? "" : "<br>") << "<span class=\"counter\" data-counter=\"" << escape(name) << "\">" << escape(name)
-          << " " << num(c.median) << "</span>";
-        first = false;
-      }
-      h << "</td></tr>\n";
-    }
-    h << "</tbody></table>\n";
+    return;
   }
+  h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>median</th><th>cv</th>"
+       "<th>n</th><th>min</th><th>max</th><th>samples (bar = median)</th><th>counters (median)</th></tr></thead>"
+       "<tbody>\n";
+  for (const BenchmarkRecord& b : r.benchmarks) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (double v : b.samples) lo = std::min(lo, v), hi = std::max(hi, v);
+    h << "<tr class=\"bench\" data-name=\"" << escape(b.name) << "\" data-device=\"" << escape(b.device)
+      << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>" << escape(b.unit)
+      << "</td><td>" << num(b.median) << "</td><td>" << num(b.cv * 100) << "%</td><td>" << b.samples.size()
+      << "</td><td>" << (b.samples.empty() ? "-" : num(lo)) << "</td><td>" << (b.samples.empty() ? "-" : num(hi))
+      << "</td><td>" << html::strip_plot(b.samples, lo, hi) << "</td><td>";
+    // The benchmark's user counters (the amp benchmarks' MFU, TFLOP/s, ...): the median of each.
+    if (b.counters.empty()) h << "-";
+    bool first = true;
+    for (const auto& [name, c] : b.counters) {
+      h << (first ? "" : "<br>") << "<span class=\"counter\" data-counter=\"" << escape(name) << "\">" << escape(name)
+        << " " << num(c.median) << "</span>";
+      first = false;
+    }
+    h << "</td></tr>\n";
+  }
+  h << "</tbody></table>\n";
+}
+
+}  // namespace
+
+std::string render_html(const Report& r) {
+  std::ostringstream h;
+  h << html::page_begin("torchconform report", kReportCss);
+  header_section(h, r);
+  summary_section(h, r.cells);
+  environment_section(h, r.environment);
+  // Each loss chart once, in the section below the matrix; a cell links to its own.
+  std::map<const Cell*, std::string> chart_ids;
+  for (const Cell& c : r.cells) {
+    if (c.expected == Expected::kAny || loss_chart(c).empty()) continue;  // judged cells' curves
+    const std::string id = "loss-" + std::to_string(chart_ids.size() + 1);
+    chart_ids.emplace(&c, id);
+  }
+  matrix_section(h, r, chart_ids);
+  curves_section(h, r, chart_ids);
+  skipped_section(h, r);
+  benchmarks_section(h, r);
   h << html::page_end();
   return h.str();
 }

@@ -6,7 +6,7 @@
 #include "harness/child_process.h"
 #include "harness/contract/scratch.h"
 #include "harness/devices.h"
-#include "harness/runner.h"
+#include "harness/run_plan.h"
 #include "harness/settings.h"
 #include "harness/util/posix_fs.h"
 
@@ -17,6 +17,27 @@ bool under_torchrun() { return std::getenv("RANK") != nullptr && std::getenv("WO
 int torchrun_rank() {
   const char* r = std::getenv("RANK");
   return r ? std::atoi(r) : 0;
+}
+
+namespace {
+int env_int_or(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+}  // namespace
+
+World world_for(const CheckInfo& check, const std::string& device) {
+  World w;
+  if (under_torchrun()) {
+    w.rank = torchrun_rank();
+    w.size = env_int_or("WORLD_SIZE", 1);
+    w.local_size = env_int_or("LOCAL_WORLD_SIZE", w.size);
+  } else {
+    w.size = device == "cuda" ? cuda_device_count() : env_positive_int("TORCHCONFORM_DIST_NPROC", check.ranks);
+    w.local_size = w.size;
+  }
+  w.label = device + "\u00d7" + std::to_string(w.size);
+  return w;
 }
 
 CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan& plan, const CheckContext& ctx) {
@@ -30,13 +51,8 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   if (torchrun.empty()) {
     throw SkipCell("torchrun not found (set TORCHCONFORM_TORCHRUN, or put the pinned torch's bin/ on PATH)");
   }
-  const bool cuda = ctx.device == "cuda";
-  const int nproc = cuda ? cuda_device_count() : env_positive_int("TORCHCONFORM_DIST_NPROC", check.ranks);
-  const std::string label = ctx.device + "\u00d7" + std::to_string(nproc);
-  if (nproc < 2 && planned.recipe->is_variant()) {
-    throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label +
-                   " has one rank (on CUDA one rank per GPU: this machine has one)");
-  }
+  const int nproc = ctx.world.size;
+  const std::string& label = ctx.world.label;
   Scratch work("torchconform-ranks-");  // the directory every rank of this cell shares
   CellChild spec;
   spec.launcher = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
@@ -50,7 +66,6 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   nlohmann::json metrics = c.metrics.is_object() ? c.metrics : nlohmann::json::object();
   metrics["launch_wall_s"] = got.exit.wall_s;
   metrics["torchrun_exit_code"] = got.exit.exit_code;
-  metrics["device_label"] = label;
   if (c.verdict == Verdict::kSkipped) throw SkipCell(c.evidence);
   if (c.verdict == Verdict::kError) throw HarnessError(label + ": " + c.evidence);
   const int expected_exit = (c.verdict == Verdict::kOk) ? 0 : 1;  // rank 0's `run` exit code

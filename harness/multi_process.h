@@ -13,19 +13,21 @@
 #include <string>
 
 #include "harness/contract/registry.h"
+#include "harness/run_plan.h"
 
 namespace tc {
-
-struct PlannedCell;
-struct RunPlan;
 
 // RANK and WORLD_SIZE are in the environment (torchrun, or a launcher that sets them as it does).
 bool under_torchrun();
 int torchrun_rank();  // RANK, 0 when unset
 
-// Outside torchrun: runs the cell's check as ranks under torchrun and returns rank 0's result
-// (metrics.device_label names the world, e.g. "cpu×2"). Throws SkipCell / HarnessError as a
-// check does.
+// The world of a multi-process check's cell on `device`: under torchrun this rank's (RANK,
+// WORLD_SIZE, LOCAL_WORLD_SIZE); outside it the world the runner will launch (one rank per GPU on
+// CUDA, else the check's ranks or TORCHCONFORM_DIST_NPROC), as rank 0 sees it.
+World world_for(const CheckInfo& check, const std::string& device);
+
+// Outside torchrun: runs the cell's check as ranks under torchrun (ctx.world says how many) and
+// returns rank 0's result. Throws SkipCell / HarnessError as a check does.
 CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan& plan, const CheckContext& ctx);
 
 }  // namespace tc

@@ -73,9 +73,14 @@ json report_to_json(const Report& r) {
     not_judged[check] = {{"cells", per.count("") ? per.at("") : 0}, {"promises", promises}};
   }
   summary["not_judged"] = not_judged;
+  summary["not_applicable"] = r.not_applicable.size();
+  json not_applicable = json::array();
+  for (const NotApplicable& n : r.not_applicable) {
+    not_applicable.push_back({{"check", n.check}, {"recipe", n.recipe}, {"device", n.device}, {"reason", n.reason}});
+  }
   json j = {{"schema", kReportSchema}, {"tool", r.tool},           {"run", r.run},
             {"environment", r.environment}, {"cells", cells}, {"benchmarks", benchmarks},
-            {"summary", summary}};
+            {"summary", summary}, {"not_applicable", not_applicable}};
   j["sha256"] = report_content_sha256(j);
   return j;
 }
@@ -101,7 +106,7 @@ Report report_from_json(const json& j) {
   // Every top-level field is known (as the schema says: additionalProperties false), so a corrupt
   // field name is an error, not a field silently missing.
   static const std::set<std::string> known = {"schema", "tool",       "run",     "environment",
-                                              "cells",  "benchmarks", "summary", "sha256"};
+                                              "cells",  "benchmarks", "summary", "sha256", "not_applicable"};
   for (const auto& item : j.items()) {
     if (!known.count(item.key())) {
       throw ReportFormatError("not a torchconform report: unknown field \"" + item.key() +
@@ -126,6 +131,12 @@ Report report_from_json(const json& j) {
     r.run = j.at("run");
     r.environment = j.at("environment");
     for (const json& c : j.at("cells")) r.cells.push_back(cell_from_json(c));
+    if (j.contains("not_applicable")) {  // absent in reports written before ->Languages
+      for (const json& n : j.at("not_applicable")) {
+        r.not_applicable.push_back({n.at("check").get<std::string>(), n.at("recipe").get<std::string>(),
+                                    n.at("device").get<std::string>(), n.at("reason").get<std::string>()});
+      }
+    }
     for (const json& b : j.at("benchmarks")) {
       BenchmarkRecord rec;
       rec.name = b.at("name").get<std::string>();

@@ -142,11 +142,26 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
   for (const DeviceSlot& d : plan.devices) {
     for (const CheckInfo* c : checks) {
       for (const RecipeInfo* r : recipes) {
+        if (!c->judges_language(r->language_name())) continue;  // no cell: it cannot apply (->Languages)
         if (c->covers_variants || !r->is_variant()) cells.push_back({c, r, d});
       }
     }
   }
   return cells;
+}
+
+std::vector<NotApplicable> not_applicable_cells(const Registry& registry, const RunPlan& plan) {
+  auto checks = select(registry.checks(), plan.checks, "check");
+  auto recipes = select(registry.recipes(), plan.recipes, "recipe");
+  std::vector<NotApplicable> out;
+  for (const DeviceSlot& d : plan.devices) {
+    for (const CheckInfo* c : checks) {
+      for (const RecipeInfo* r : recipes) {
+        if (!c->judges_language(r->language_name())) out.push_back({c->name, r->name, d.name, c->languages_why});
+      }
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -167,7 +182,8 @@ CheckContext context_for(const Cell& cell, const PlannedCell& planned, const Run
   ctx.recipe_is_variant = planned.recipe->is_variant();
   ctx.expected = cell.expected;
   ctx.part = plan.part;
-  ctx.python_specs = plan.python_specs;
+  if (!planned.recipe->load_spec.empty()) ctx.python_specs = {planned.recipe->load_spec};
+  if (planned.check->multi_process()) ctx.world = world_for(*planned.check, cell.device);
   if (!plan.executable.empty() && plan.part.empty()) {
     ctx.in_fresh_process = [exe = plan.executable, c = ctx](const std::string& part) {
       return run_part_in_fresh_process(exe, c, part);
@@ -181,10 +197,6 @@ void judge_returned(Cell& cell, const PlannedCell& planned, CheckResult result) 
   cell.outcome = result.outcome;
   cell.evidence = std::move(result.evidence);
   cell.metrics = std::move(result.metrics);
-  // A multi-process check names its world, e.g. "cpu×2" (2 ranks on the CPU).
-  if (cell.metrics.is_object() && cell.metrics.contains("device_label") && cell.metrics["device_label"].is_string()) {
-    cell.device = cell.metrics["device_label"].get<std::string>();
-  }
   cell.verdict = judge(cell.expected, cell.outcome, cell.role);
   if (cell.outcome == Outcome::kNone) cell.evidence = "check returned no outcome: " + cell.evidence;
   // A targeted variant is caught only by a promise of the check breaking, never by a failure
@@ -244,7 +256,7 @@ void judge_thrown(Cell& cell, const Registry& registry, const PlannedCell& plann
 // told so in its own evidence (a recipe is not asked to change them); the flags and the generator
 // are put back silently (RunOptions::deterministic asks the set-up to set the flags, and every
 // set-up seeds).
-struct World {
+struct ProcessState {
   caffe2::TypeMeta dtype = c10::get_default_dtype();
   bool grad = c10::GradMode::is_enabled();
   int threads = at::get_num_threads();
@@ -266,8 +278,8 @@ struct World {
   }
   // Puts `start` back; returns what differed from it that a recipe is not asked to change ("" when
   // nothing did).
-  static std::string restore(const World& start) {
-    const World now;
+  static std::string restore(const ProcessState& start) {
+    const ProcessState now;
     std::string changed;
     auto note = [&changed](const std::string& what) { changed += (changed.empty() ? "" : "; ") + what; };
     if (now.dtype != start.dtype) {
@@ -351,15 +363,23 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
     return cell;
   }
   const CheckContext ctx = context_for(cell, planned, plan);
+  if (ctx.world.size > 0) cell.device = ctx.world.label;  // a multi-process cell reads "cpu×2"
+  if (ctx.world.size == 1 && planned.recipe->is_variant()) {
+    // A broken practice of a multi-process check shows only between ranks.
+    cell.verdict = Verdict::kSkipped;
+    cell.evidence = "'" + cell.recipe + "' breaks a practice that shows only between ranks, and " + ctx.world.label +
+                    " has one rank (on CUDA one rank per GPU: this machine has one)";
+    return cell;
+  }
   breadcrumb::set_cell(cell.check, cell.recipe);
-  static const World kRunStart;  // the state of the process when the first cell started
-  World::restore(kRunStart);
+  static const ProcessState kRunStart;  // the state of the process when the first cell started
+  ProcessState::restore(kRunStart);
   const auto start = std::chrono::steady_clock::now();
   // Sanity before judgement: no check compares runs whose loss is NaN, or that train nothing.
   if (planned.check->sanity_precondition && plan.part.empty() && !plan.worker && !planned.check->multi_process()) {
     breadcrumb::set_cell(cell.check + " (the sanity run before it)", cell.recipe);
     const std::string problem = sanity_problem(planned, plan);
-    World::restore(kRunStart);
+    ProcessState::restore(kRunStart);
     breadcrumb::set_cell(cell.check, cell.recipe);
     if (!problem.empty()) {
       cell.verdict = cell.expected == Expected::kFail ? Verdict::kError : Verdict::kSkipped;
@@ -398,7 +418,7 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
                     "recipe threw a non-standard exception";
   }
   cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string changed = World::restore(kRunStart);
+  const std::string changed = ProcessState::restore(kRunStart);
   if (!changed.empty()) {
     cell.evidence += std::string(cell.evidence.empty() || cell.evidence.back() == '\n' ? "" : "\n") +
                      "- the cell left the process changed (restored before the next cell): " + changed;

@@ -19,6 +19,8 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
+#include "harness/util/text_format.h"
+
 namespace tc::ref::dist {
 
 // distributed_nccl.cpp: ProcessGroupNCCL where LibTorch has CUDA, else a clear error.
@@ -54,10 +56,7 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-std::string first_line(const std::string& s) {
-  std::string line = s.substr(0, s.find('\n'));
-  return line.size() > 400 ? line.substr(0, 400) + "..." : line;
-}
+using fmt::first_line;
 
 }  // namespace
 

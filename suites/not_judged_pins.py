@@ -26,6 +26,8 @@ def judged_cells(catalogue):
         for recipe in catalogue["recipes"]:
             if recipe.get("language", "c++") != "c++":
                 continue
+            if check.get("languages") and "c++" not in check["languages"]:
+                continue  # no C++ cell at all (->Languages)
             targets = recipe.get("targets") or []
             if not targets or (check["covers_variants"] and check["name"] in targets):
                 cells.append((check["name"], recipe["name"]))

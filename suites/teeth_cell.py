@@ -9,8 +9,9 @@ CUDA), then reads the report it wrote and requires of every judged cell, against
 targets and the promises it declares it breaks):
 
 - the verdict is `ok` (a skipped cell only where the runner may skip it: no device, a variant that
-  needs CUDA on a machine without one, a practice that cannot be checked from C++, a C++ recipe on
-  a check of Python recipes only); exit 77 then, which CTest reads as skipped;
+  needs CUDA on a machine without one, a practice that cannot be checked from C++; a C++ recipe
+  gets no cell at all on a check of Python recipes only, ->Languages); exit 77 then, which CTest
+  reads as skipped;
 - metrics.promises lists promises the check registered, each with a status (held, broken,
   recorded) and its evidence;
 - the reference (a control) passes with every promise the check registered judged `held`, except a
@@ -46,9 +47,6 @@ MAY_BE_RECORDED = {
 NO_PYTHON_TWIN = ("LoaderProbe", "AmpProbe", "DistributedProvider",
                   # how suites/support/kit.cpp says it to a Python recipe (naming no C++ interface)
                   "torchconform.Run has no method through which")
-# Probes only a Python recipe can give (torch.compile and FSDP have no C++ counterpart): a C++ recipe's cell
-# that needs one skips, naming it.
-PYTHON_ONLY = ("CompileProbe", "DataParallelProbe")
 # Promises of a check that runs for a Python recipe but judges them through such a probe: absent there.
 NEEDS_NO_PYTHON_TWIN = {("resume_equality", "resume_bitwise_amp"): "AmpProbe"}
 
@@ -90,8 +88,7 @@ def judge_cell(cell, catalogue, problems):
               (expected == "any" and " does not implement tc::" in evidence) or
               (recipe.get("needs") == "cuda" and not catalogue["devices"]["cuda"]) or
               cell["device"] == "cuda" and not catalogue["devices"]["cuda"] or
-              recipe.get("language") == "python" and any(p in evidence for p in NO_PYTHON_TWIN) or
-              recipe.get("language") != "python" and any(p in evidence for p in PYTHON_ONLY))
+              recipe.get("language") == "python" and any(p in evidence for p in NO_PYTHON_TWIN))
         if not ok:
             fail(problems, where, f"skipped where it must be judged: {evidence}")
         if not evidence:

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -74,7 +75,7 @@ std::vector<std::string> checks_for_this_process(const Registry& reg, const RunP
 }
 
 // The plan of `run`: filters, devices, multi-process checks. Bad usage throws UsageError.
-RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string> python_specs) {
+RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   for (const std::string& p : reg.validate()) throw UsageError(p);
   RunPlan plan;
   plan.checks = split_list(a.checks);
@@ -87,7 +88,6 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string>
   plan.worker = under_torchrun();
   plan.work_dir = a.work_dir;
   plan.part = a.part;
-  plan.python_specs = std::move(python_specs);
   if (a.cell_timeout_s < 0) throw UsageError("--cell-timeout must be a number of seconds, 0 for each check's own");
   plan.cell_timeout_s = a.cell_timeout_s;
   plan.cell_stream = a.cell_stream;
@@ -109,7 +109,16 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a, std::vector<std::string>
   plan.checks = checks_for_this_process(reg, plan, a.no_distributed);
   try {
     plan.devices = resolve_devices(a.device);
-    if (plan_cells(reg, plan).empty()) throw UsageError("nothing to run: no check or recipe is registered");
+    if (plan_cells(reg, plan).empty()) {
+      // Only ->Languages leaves a selection of known checks and recipes without a cell.
+      std::string why;
+      for (const CheckInfo& c : reg.checks()) {
+        const bool chosen = plan.checks.empty() || std::find(plan.checks.begin(), plan.checks.end(), c.name) != plan.checks.end();
+        if (chosen && !c.languages.empty()) why += "; " + c.name + ": " + c.languages_why;
+      }
+      throw UsageError(why.empty() ? "nothing to run: no check or recipe is registered"
+                                   : "nothing to run: no check given judges the recipes given" + why);
+    }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -146,11 +155,11 @@ void apply_parse_limits(const RunArgs& a) {
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
-  std::vector<std::string> python_specs = load_python_recipes(a.python);
+  load_python_recipes(a.python);
   RunArgs args = a;  // generated recipes named by --recipe (gen-17, gen-1..20-*) made and spelt out
   args.recipes = Registry::global().materialize(split_list(a.recipes));
   const Registry& reg = Registry::global();
-  const RunPlan plan = plan_run(reg, args, std::move(python_specs));
+  const RunPlan plan = plan_run(reg, args);
   json devices = json::array();
   for (const DeviceSlot& d : plan.devices) devices.push_back(d.name);
   Report report = report_header(argc, argv, a.seed, devices);
@@ -173,8 +182,9 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
             << " device(s)), seed " << a.seed << (a.quick ? ", quick" : "")
             << (plan.isolate ? ", each recipe in a process of its own" : ", in this process") << '\n';
   report.cells = run_with_progress(reg, plan);
+  report.not_applicable = not_applicable_cells(reg, plan);
   report.run["ended_at"] = utc_now();
-  print_summary(std::cout, report.cells);
+  print_summary(std::cout, report.cells, report.not_applicable);
   if (!a.json_path.empty()) write_output(a.json_path, report_to_json(report).dump(2) + "\n");
   if (!a.html_path.empty()) write_output(a.html_path, render_html(report));
   return exit_code_for(report.cells);

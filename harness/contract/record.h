@@ -87,12 +87,20 @@ Summary summarize(const std::vector<Cell>& cells);
 // cell was skipped (nothing checked: CTest's SKIP_RETURN_CODE); 0 otherwise.
 int exit_code_for(const std::vector<Cell>& cells);
 
+// A check x recipe x device the run left out: the check cannot judge a recipe in that language
+// (CheckInfo::languages). Not a cell: reported apart, counted as "not applicable".
+struct NotApplicable {
+  std::string check, recipe, device;
+  std::string reason;
+};
+
 struct Report {
   nlohmann::json tool;         // name, version, git_commit
   nlohmann::json run;          // started_at, ended_at, argv, seed, devices, quick
   nlohmann::json environment;  // see environment.h
   std::vector<Cell> cells;
   std::vector<BenchmarkRecord> benchmarks;
+  std::vector<NotApplicable> not_applicable;
 };
 
 inline constexpr const char* kReportSchema = "torchconform.report/1";

@@ -98,6 +98,10 @@ std::vector<std::string> Registry::validate() const {
       if (c == nullptr) {
         problems.push_back("recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) +
                            ") targets unknown check '" + t + "'");
+      } else if (!c->judges_language(r.language_name())) {
+        problems.push_back("recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) +
+                           ") targets check '" + t + "', which judges no " + r.language_name() + " recipe (" +
+                           c->languages_why + ")");
       } else if (!c->covers_variants) {
         // It would never be run on it: the variant would be targeted and never caught.
         problems.push_back("recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) +
@@ -182,6 +186,17 @@ CheckBuilder* CheckBuilder::Timeout(int seconds) {
 }
 CheckBuilder* CheckBuilder::NoSanityPrecondition() {
   info().sanity_precondition = false;
+  return this;
+}
+
+CheckBuilder* CheckBuilder::Languages(const std::vector<std::string>& languages, const std::string& why) {
+  for (const std::string& l : languages) {
+    if (l != "c++" && l != "python") {
+      throw std::invalid_argument("check '" + name_ + "': unknown language '" + l + "' (c++, python)");
+    }
+  }
+  info().languages = languages;
+  info().languages_why = why;
   return this;
 }
 

@@ -36,6 +36,7 @@
 // the program at start-up with both places named.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -51,6 +52,17 @@ namespace tc {
 
 class Run;  // harness/contract/run.h
 using RunFactory = std::function<std::unique_ptr<Run>()>;
+
+// A multi-process cell's world: where this process stands among the ranks the launcher started
+// (torchrun's RANK, WORLD_SIZE, LOCAL_WORLD_SIZE), set by the runner. size 0: not a multi-process cell.
+struct World {
+  int rank = 0;
+  int size = 0;
+  int local_size = 0;  // ranks on this host
+  std::string label;   // what the cell's device reads, e.g. "cpu×2" (2 ranks on the CPU)
+
+  bool one_host() const { return local_size == size; }
+};
 
 // What a check gets for one cell.
 struct CheckContext {
@@ -73,10 +85,11 @@ struct CheckContext {
   // Set by the runner; empty where no process can be started.
   std::function<nlohmann::json(const std::string& part)> in_fresh_process;
   std::string part;  // not empty: this process was started by in_fresh_process, to run only `part`
-  // The `run --python` specs this process loaded (files made absolute, harness/contract/python_loader.h):
-  // a process started again for this cell (in_fresh_process, a torchrun rank) gets each as
-  // `--python SPEC`, or the Python recipe is unknown there.
+  // What a process started again for this cell (in_fresh_process, a torchrun rank, a recipe's
+  // process) must load to know its recipe, each as `--python SPEC`: the recipe's own
+  // RecipeInfo::load_spec, nothing for a C++ recipe.
   std::vector<std::string> python_specs;
+  World world;  // a multi-process check's ranks (size 0 otherwise)
 };
 
 // What a check returns: the practice held (pass) or not (fail), with the evidence.
@@ -151,8 +164,16 @@ struct CheckInfo {
   // The runner skips its cell when the recipe's training fails sanity (harness/contract/sanity.h):
   // every check but the one that judges sanity itself.
   bool sanity_precondition = true;
+  // Not empty: the only languages ("c++", "python") whose recipes it can judge (->Languages); a
+  // recipe in another gets no cell at all (not a skipped one), `languages_why` says why.
+  std::vector<std::string> languages;
+  std::string languages_why;
 
   bool multi_process() const { return ranks > 0; }
+  // Whether a recipe written in `language` ("c++", "python"; RecipeInfo::language_name()) gets cells.
+  bool judges_language(const std::string& language) const {
+    return languages.empty() || std::find(languages.begin(), languages.end(), language) != languages.end();
+  }
 };
 
 struct RecipeInfo {
@@ -173,8 +194,13 @@ struct RecipeInfo {
   std::map<std::string, std::vector<std::string>> breaks;
   // "python" for a recipe loaded with `run --python` (harness/contract/python_loader.h); empty: C++.
   std::string language;
+  // Its origin beyond file and line: for a Python recipe the `--python` spec that loads it alone in
+  // another process ("/abs/file.py:Class", harness/contract/python_loader.h); empty for a C++
+  // recipe, which every process of the binary has.
+  std::string load_spec;
 
   bool is_variant() const { return !targets.empty(); }
+  std::string language_name() const { return language.empty() ? "c++" : language; }
   // The promises of `check` it declares it breaks; null where it declares none there.
   const std::vector<std::string>* declared_breaks(const std::string& check) const {
     auto it = breaks.find(check);
@@ -250,6 +276,9 @@ class CheckBuilder {
   CheckBuilder* DetectsByThrowing(const std::string& promise, const std::string& message_contains);
   // Its cells run whatever sanity finds (the check judging sanity itself; see CheckInfo).
   CheckBuilder* NoSanityPrecondition();
+  // It judges recipes written in these languages only ("c++", "python"): the matrix leaves the
+  // others out, and `list` says `why` (see CheckInfo::languages).
+  CheckBuilder* Languages(const std::vector<std::string>& languages, const std::string& why);
 
  private:
   CheckInfo& info();

@@ -1,6 +1,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 
 #include <ATen/Parallel.h>
 #include <c10/core/DefaultDtype.h>
@@ -462,6 +463,54 @@ TEST_F(RunnerTest, MultiProcessCheckIsLaunchedNotCalledAndItsPreflightSkipsFirst
   reg.find_check("multi")->fn = [&](const CheckContext& ctx) { seen_dir = ctx.work_dir; return CheckResult::pass("w"); };
   EXPECT_EQ(only("multi", "reference").verdict, Verdict::kOk);
   EXPECT_EQ(seen_dir, "/shared/dir");
+}
+
+// ->Languages: a recipe in another language gets no cell at all (not a skipped one); the run lists
+// each left-out check x recipe x device with the check's reason.
+TEST_F(RunnerTest, ACheckOfOneLanguageGetsNoCellForARecipeInAnother) {
+  CheckInfo py{"python_only", "p", [](const CheckContext&) { return CheckResult::pass("held"); }, "t", 9};
+  py.languages = {"python"};
+  py.languages_why = "no C++ counterpart";
+  reg.add_check(py);
+  RecipeInfo snake{"snake", "a Python recipe", {}, [] { return std::unique_ptr<::tc::Run>(); }, "t.py", 1};
+  snake.language = "python";
+  reg.add_recipe(snake);
+  plan.checks = {"python_only", "passes"};
+  const std::vector<PlannedCell> cells = plan_cells(reg, plan);
+  for (const PlannedCell& c : cells) {
+    EXPECT_FALSE(c.check->name == "python_only" && c.recipe->language_name() == "c++") << c.recipe->name;
+  }
+  EXPECT_EQ(cells.size(), 4u + 1u);  // passes x (3 C++ recipes + snake), python_only x snake
+  const std::vector<NotApplicable> out = not_applicable_cells(reg, plan);
+  ASSERT_EQ(out.size(), 3u);
+  for (const NotApplicable& n : out) {
+    EXPECT_EQ(n.check, "python_only");
+    EXPECT_EQ(n.device, "cpu");
+    EXPECT_EQ(n.reason, "no C++ counterpart");
+  }
+  // A variant that targets such a check from the other language is a registration error.
+  reg.add_recipe({"cpp_variant", "broken", {"python_only"}, [] { return std::unique_ptr<::tc::Run>(); }, "t", 10});
+  const std::vector<std::string> problems = reg.validate();
+  ASSERT_FALSE(problems.empty());
+  EXPECT_NE(problems.front().find("judges no c++ recipe (no C++ counterpart)"), std::string::npos) << problems.front();
+}
+
+// A broken practice of a multi-process check shows only between ranks: in a world of one rank the
+// runner skips the variant's cell itself (the check never sees it), and the cell names the world.
+TEST_F(RunnerTest, AMultiProcessVariantInAWorldOfOneIsSkippedByTheRunner) {
+  CheckInfo multi{"multi", "p", [](const CheckContext&) { return CheckResult::pass("w"); }, "t", 8};
+  multi.ranks = 2;
+  reg.add_check(multi);
+  reg.add_recipe({"multi_variant", "broken", {"multi"}, [] { return std::unique_ptr<::tc::Run>(); }, "t", 11});
+  setenv("TORCHCONFORM_DIST_NPROC", "1", 1);
+  Cell c = only("multi", "multi_variant");
+  unsetenv("TORCHCONFORM_DIST_NPROC");
+  EXPECT_EQ(c.verdict, Verdict::kSkipped);
+  EXPECT_EQ(c.device, "cpu\u00d71");
+  EXPECT_NE(c.evidence.find("shows only between ranks"), std::string::npos) << c.evidence;
+  Cell two = only("multi", "multi_variant");  // 2 ranks: launched (nothing to launch here: an error)
+  EXPECT_EQ(two.device, "cpu\u00d72");
+  EXPECT_NE(two.verdict, Verdict::kSkipped);
 }
 
 TEST_F(RunnerTest, ContextCarriesTheCellsExpectationAndTheMachine) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tc::fmt {
 
@@ -17,5 +18,9 @@ std::string ratio(double v);
 // A fraction as a percentage with 1 decimal: 0.0512 -> "5.1%"; signed: "+5.1%", "-3.0%".
 std::string pct(double fraction);
 std::string signed_pct(double fraction);
+// The first line of an error's message, cut at 400 characters ("..." then): what evidence quotes.
+std::string first_line(const std::string& text);
+// The first `shown` of `items` joined by "; ", then "; and N more" for the rest.
+std::string first_items(const std::vector<std::string>& items, size_t shown);
 
 }  // namespace tc::fmt

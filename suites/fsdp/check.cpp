@@ -74,7 +74,7 @@ const char* kWhy =
     "the check judges Python recipes only: FSDP (torch.distributed.fsdp.fully_shard) has no C++ "
     "counterpart in LibTorch";
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+using fmt::first_line;
 
 // One leg of training on this rank: what it lost and held, or where it raised.
 struct Leg {
@@ -150,90 +150,23 @@ std::string bytes_text(int64_t b) {
                       : std::to_string(b) + " B";
 }
 
-// shards_one_over_n for every rank's ShardBytes; "" when held, else what broke.
-std::string judge_shares(const std::vector<json>& ranks, int world, std::string& held_text) {
-  std::vector<std::string> broken;
-  std::string measured;
-  for (const json& r : ranks) {
-    if (!r.contains("bytes")) {
-      broken.push_back("rank " + std::to_string(r.value("rank", -1)) + ": " +
-                       r.value("bytes_error", std::string("not measured")));
-      continue;
-    }
-    const json& b = r["bytes"];
-    const int rank = r["rank"];
-    for (const char* part : {"parameters", "gradients", "optimizer_state"}) {
-      const json& a = b[part];
-      const std::string what = std::string(part) == "optimizer_state" ? "optimizer state" : part;
-      const int64_t local = a["local_bytes"], full = a["full_bytes"], rows = a["row_bytes"], n = a["tensors"];
-      if (n == 0) continue;  // nothing of this part (no gradient kept after the step): not counted
-      const int64_t bound = full / world + rows;
-      if (rank == 0) {
-        measured += std::string(measured.empty() ? "" : ", ") + what + " " + bytes_text(local) + " of " +
-                    bytes_text(full) + " (bound " + bytes_text(bound) + ")";
-      }
-      if (local > bound) {
-        std::string s = "rank " + std::to_string(rank) + " holds " + bytes_text(local) + " of " + what + " whose whole is " +
-                        bytes_text(full) + " (" + fmt::sig(100.0 * local / std::max<int64_t>(full, 1), 3) +
-                        "%), more than 1/" + std::to_string(world) + " plus a row per tensor (" + bytes_text(bound) + ")";
-        if (std::string(part) == "parameters" && !b["unsharded"].empty()) {
-          std::vector<std::string> names = b["unsharded"];
-          s += "; not sharded: ";
-          for (size_t i = 0; i < names.size() && i < 4; ++i) s += (i ? ", " : "") + names[i];
-          if (names.size() > 4) s += " and " + std::to_string(names.size() - 4) + " more";
-        }
-        broken.push_back(s);
-      }
-    }
-    const json& foreign = b["foreign_parameters"];
-    if (foreign["tensors"].get<int64_t>() > 0) {
-      broken.push_back("rank " + std::to_string(rank) + "'s optimizer updates " + std::to_string(foreign["tensors"].get<int64_t>()) +
-                       " tensor(s) (" + bytes_text(foreign["local_bytes"]) +
-                       ") that are not the model's parameters: the model trains other tensors than the optimizer "
-                       "steps (an optimizer made before fully_shard holds the unsharded originals, whole)");
-    }
-  }
-  held_text = "after the first step, rank 0 holds " + measured;
-  std::string s;
-  for (size_t i = 0; i < broken.size() && i < 4; ++i) s += (i ? "; " : "") + broken[i];
-  return s;
-}
-
-// Leaves the process group when the check is done, however it ends (every rank reaches it).
-struct LeaveGroup {
-  DataParallelProbe& probe;
-  ~LeaveGroup() {
-    try {
-      probe.leave_process_group();
-    } catch (...) {  // a rank already gone: nothing left to tear down in order
-    }
-  }
+// What rank 0 judges: every rank's record and the run's figures.
+struct Gathered {
+  std::vector<json> ranks;  // in rank order
+  int world = 0;
+  int64_t steps = 0, k = 0;  // two epochs; the save after step k
+  double u = 0.0, eps = 0.0, n_elements = 0.0;
+  std::string legs_note;
 };
 
-CheckResult check_fsdp(const CheckContext& ctx) {
-  auto first = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);  // skips a C++ recipe here
-  DataParallelProbe& probe = *first.probe;
-  probe.set_data_parallel("fsdp");  // skips a recipe that does not declare the mode
-  const auto [rank, world] = probe.join_process_group(ctx.device);
-  const LeaveGroup leave{probe};
-  const std::string label = ctx.device + "\u00d7" + std::to_string(world);
-  if (world < 2 && ctx.recipe_is_variant) {
-    throw SkipCell("'" + ctx.recipe + "' breaks a practice that shows only between ranks, and " + label + " has one rank");
-  }
-  const RunOptions options = run_options(ctx, ctx.seed);
-  const std::string dir = ctx.work_dir + "/" + ctx.recipe;
-  std::filesystem::create_directories(dir);
-  const std::string path = dir + "/fsdp-checkpoint.pt";
-  const auto t0 = std::chrono::steady_clock::now();
-  json mine = {{"rank", rank}};
+std::string who(const json& rank) { return "rank " + std::to_string(rank["rank"].get<int>()); }
 
-  // F: sharded, straight through; what this rank holds after the first step.
-  Run& f_run = *first.run;
-  f_run.setup(options);
-  const int64_t spe = f_run.steps_per_epoch();
-  const int64_t steps = 2 * spe, k = spe + 1;
+// --- what each rank observes ---------------------------------------------------------------------
+
+// F: sharded, straight through; what this rank holds after the first step goes into `mine`.
+Leg observe_sharded(Run& run, DataParallelProbe& probe, int64_t steps, json& mine) {
   Leg f;
-  train(f_run, probe, steps, f, [&](int64_t s) {
+  train(run, probe, steps, f, [&](int64_t s) {
     if (s != 0) return;
     try {
       const ShardBytes b = probe.shard_bytes();
@@ -248,279 +181,361 @@ CheckResult check_fsdp(const CheckContext& ctx) {
   if (!mine.contains("bytes") && !mine.contains("bytes_error") && !f.ran()) {
     mine["bytes_error"] = "the first sharded step raised: " + f.error;
   }
-  const double n_elements = f.start.defined() ? static_cast<double>(f.start.numel()) : 0.0;
-  const c10::ScalarType dtype = f_run.parameters().empty() ? c10::kFloat : f_run.parameters().front().second.scalar_type();
+  return f;
+}
 
-  // D: replicated (DDP), when the recipe declares it.
+// D: replicated (DDP), when the recipe declares it.
+Leg observe_ddp(const CheckContext& ctx, const RunOptions& options, int64_t steps, json& mine) {
   Leg d;
-  {
-    auto ddp = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
-    try {
-      ddp.probe->set_data_parallel("ddp");
-      ddp.run->setup(options);
-      train(*ddp.run, *ddp.probe, steps, d);
-    } catch (const ProbeNotProvided& e) {
-      mine["ddp_missing"] = first_line(e.what());
-    }
+  auto ddp = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
+  try {
+    ddp.probe->set_data_parallel("ddp");
+    ddp.run->setup(options);
+    train(*ddp.run, *ddp.probe, steps, d);
+  } catch (const ProbeNotProvided& e) {
+    mine["ddp_missing"] = first_line(e.what());
   }
+  return d;
+}
 
-  // S: sharded, saving after K steps (rank 0 watches the directory), then to T.
+// Rank 0 loads the checkpoint into the recipe's bare, unsharded model: its record for
+// checkpoint_loads_bare.
+json load_into_bare(Run& run, const std::string& path, const at::Tensor& at_save) {
+  auto* bare = dynamic_cast<BareModelProbe*>(&run);
+  if (bare == nullptr) return {{"recorded", "the recipe provides no bare model (tc::BareModelProbe)"}};
+  try {
+    const BareModelLoad l = bare->load_into_bare_model(path);
+    if (l.outcome == BareModelLoad::Outcome::kRefused) {
+      return {{"broken", "a bare, unsharded model refuses it: " + first_line(l.detail)}};
+    }
+    if (l.outcome != BareModelLoad::Outcome::kLoaded) {
+      return {{"recorded", "its model state is in a format of the recipe's own: " + first_line(l.detail)}};
+    }
+    const at::Tensor loaded = flat_double(l.parameters);
+    if (loaded.sizes() == at_save.sizes() && torch::equal(loaded, at_save)) {
+      return {{"ok", "loads strictly into the bare model and holds the whole parameters at the save"}};
+    }
+    return {{"broken", "loads into the bare model but holds other values than the whole parameters at the save "
+                       "(max |diff| " +
+                           (loaded.sizes() == at_save.sizes() ? sci(max_abs_diff(loaded, at_save)) : std::string("-, other sizes")) +
+                           ")"}};
+  } catch (const ProbeNotProvided& e) {  // no bare_model() of the recipe's: nothing to load into
+    return {{"recorded", first_line(e.what())}};
+  } catch (const std::exception& e) {
+    return {{"broken", "loading it into a bare model raised: " + first_line(e.what())}};
+  }
+}
+
+// S: sharded, saving after k steps (rank 0 watches the directory), then on to `steps`.
+Leg observe_save(const CheckContext& ctx, const RunOptions& options, int64_t steps, int64_t k, const std::string& dir,
+                 const std::string& path, json& mine) {
   Leg s;
-  if (f.ran()) {
-    auto srun = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
-    srun.probe->set_data_parallel("fsdp");
-    srun.run->setup(options);
-    std::unique_ptr<WriteWatch> watch;
-    if (rank == 0) watch = std::make_unique<WriteWatch>(dir);
-    train(*srun.run, *srun.probe, k, s);
-    if (s.ran()) {
-      srun.probe->barrier();
-      if (watch) watch->drain();  // writes before the save are not its
-      try {
-        srun.run->save_checkpoint(path);
-        srun.probe->barrier();
-        if (watch) mine["writes"] = watch->drain();
-      } catch (const std::exception& e) {
-        mine["save_error"] = first_line(e.what());
-      }
-    }
-    if (s.ran() && !mine.contains("save_error")) {
-      const at::Tensor at_save = s.end;  // the whole parameters at the save
-      if (rank == 0) {
-        auto* bare = dynamic_cast<BareModelProbe*>(srun.run.get());
-        if (bare == nullptr) {
-          mine["bare"] = {{"recorded", "the recipe provides no bare model (tc::BareModelProbe)"}};
-        } else {
-          try {
-            const BareModelLoad l = bare->load_into_bare_model(path);
-            if (l.outcome == BareModelLoad::Outcome::kLoaded) {
-              const at::Tensor loaded = flat_double(l.parameters);
-              mine["bare"] = loaded.sizes() == at_save.sizes() && torch::equal(loaded, at_save)
-                                 ? json{{"ok", "loads strictly into the bare model and holds the whole parameters at the save"}}
-                                 : json{{"broken", "loads into the bare model but holds other values than the whole "
-                                                   "parameters at the save (max |diff| " +
-                                                   (loaded.sizes() == at_save.sizes() ? sci(max_abs_diff(loaded, at_save))
-                                                                                      : std::string("-, other sizes")) + ")"}};
-            } else if (l.outcome == BareModelLoad::Outcome::kRefused) {
-              mine["bare"] = {{"broken", "a bare, unsharded model refuses it: " + first_line(l.detail)}};
-            } else {
-              mine["bare"] = {{"recorded", "its model state is in a format of the recipe's own: " + first_line(l.detail)}};
-            }
-          } catch (const ProbeNotProvided& e) {  // no bare_model() of the recipe's: nothing to load into
-            mine["bare"] = {{"recorded", first_line(e.what())}};
-          } catch (const std::exception& e) {
-            mine["bare"] = {{"broken", "loading it into a bare model raised: " + first_line(e.what())}};
-          }
-        }
-      }
-      Leg rest;
-      rest.start = at_save;
-      train(*srun.run, *srun.probe, steps - k, rest);
-      s.losses.insert(s.losses.end(), rest.losses.begin(), rest.losses.end());
-      s.end = rest.end;
-      s.error = rest.error;
-      s.error_step = rest.ran() ? -1 : k + rest.error_step;
-    }
+  auto srun = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
+  srun.probe->set_data_parallel("fsdp");
+  srun.run->setup(options);
+  std::unique_ptr<WriteWatch> watch;
+  if (ctx.world.rank == 0) watch = std::make_unique<WriteWatch>(dir);
+  train(*srun.run, *srun.probe, k, s);
+  if (!s.ran()) return s;
+  srun.probe->barrier();
+  if (watch) watch->drain();  // writes before the save are not its
+  try {
+    srun.run->save_checkpoint(path);
+    srun.probe->barrier();
+    if (watch) mine["writes"] = watch->drain();
+  } catch (const std::exception& e) {
+    mine["save_error"] = first_line(e.what());
+    return s;
   }
+  const at::Tensor at_save = s.end;  // the whole parameters at the save
+  if (ctx.world.rank == 0) mine["bare"] = load_into_bare(*srun.run, path, at_save);
+  Leg rest;
+  rest.start = at_save;
+  train(*srun.run, *srun.probe, steps - k, rest);
+  s.losses.insert(s.losses.end(), rest.losses.begin(), rest.losses.end());
+  s.end = rest.end;
+  s.error = rest.error;
+  s.error_step = rest.ran() ? -1 : k + rest.error_step;
+  return s;
+}
 
-  // R: a fresh sharded run resumed from S's checkpoint.
+// R: a fresh sharded run resumed from S's checkpoint; `mine["resume"]` says whether it continued bitwise.
+Leg observe_resume(const CheckContext& ctx, const RunOptions& options, int64_t steps, int64_t k, const std::string& path,
+                   const Leg& s, json& mine) {
   Leg r;
-  if (s.ran() && !mine.contains("save_error")) {
-    auto rrun = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
-    rrun.probe->set_data_parallel("fsdp");
-    rrun.run->setup(options);
-    try {
-      rrun.run->load_checkpoint(path);
-      train(*rrun.run, *rrun.probe, steps - k, r);
-    } catch (const std::exception& e) {
-      r.error = "load_checkpoint raised: " + first_line(e.what());
-      r.error_step = 0;
+  auto rrun = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
+  rrun.probe->set_data_parallel("fsdp");
+  rrun.run->setup(options);
+  try {
+    rrun.run->load_checkpoint(path);
+    train(*rrun.run, *rrun.probe, steps - k, r);
+  } catch (const std::exception& e) {
+    r.error = "load_checkpoint raised: " + first_line(e.what());
+    r.error_step = 0;
+  }
+  if (!r.ran()) return r;
+  const std::vector<double> tail(s.losses.begin() + k, s.losses.end());
+  const auto i = first_difference(tail, r.losses);
+  const bool params_equal = r.end.defined() && s.end.defined() && r.end.sizes() == s.end.sizes() && torch::equal(r.end, s.end);
+  mine["resume"] = {{"bitwise", !i && params_equal}};
+  if (i) mine["resume"]["losses"] = describe_curve_difference(tail, r.losses, *i) + " (steps from " + std::to_string(k) + ")";
+  if (!params_equal) {
+    mine["resume"]["parameters"] = r.end.sizes() == s.end.sizes() ? "max |diff| " + sci(max_abs_diff(r.end, s.end))
+                                                                   : std::string("other sizes");
+  }
+  return r;
+}
+
+// --- the promises, judged by rank 0 over every rank's record ------------------------------------
+
+void matches_ddp(const Gathered& g, Findings& out) {
+  std::vector<std::string> errors;
+  double deviation = 0.0;
+  std::string worst;
+  bool judged = true;
+  for (const json& rj : g.ranks) {
+    if (rj.contains("ddp_missing")) {
+      judged = false;
+      continue;
     }
-    if (r.ran()) {
-      const std::vector<double> tail(s.losses.begin() + k, s.losses.end());
-      const auto i = first_difference(tail, r.losses);
-      const bool params_equal = r.end.defined() && s.end.defined() && r.end.sizes() == s.end.sizes() && torch::equal(r.end, s.end);
-      mine["resume"] = {{"bitwise", !i && params_equal}};
-      if (i) mine["resume"]["losses"] = describe_curve_difference(tail, r.losses, *i) + " (steps from " + std::to_string(k) + ")";
-      if (!params_equal) {
-        mine["resume"]["parameters"] = r.end.sizes() == s.end.sizes() ? "max |diff| " + sci(max_abs_diff(r.end, s.end))
-                                                                       : std::string("other sizes");
-      }
+    if (rj["fsdp"].contains("error")) {
+      errors.push_back(who(rj) + ": the sharded run raised at step " + std::to_string(rj["fsdp"]["error"]["step"].get<int64_t>()) +
+                       ": " + rj["fsdp"]["error"]["what"].get<std::string>());
+      continue;
+    }
+    if (rj["ddp"].contains("error")) {
+      judged = false;
+      continue;
+    }
+    const json& v = rj["vs_ddp"];
+    if (v.contains("start_differs")) {
+      errors.push_back(who(rj) + ": sharded and DDP runs from the same seed start from other parameters (max |diff| " +
+                       sci(v["start_differs"].get<double>()) + ")");
+      continue;
+    }
+    const double dev = v["deviation"];
+    if (dev >= deviation) {
+      deviation = dev;
+      worst = who(rj) + ": largest loss difference " + sci(v["loss_rel_max"].get<double>()) + " relative (" +
+              fmt::sig(v["loss_rel_max"].get<double>() / g.u, 3) + "u, step " + std::to_string(v["worst_step"].get<int64_t>()) +
+              " the worst against its bound), update difference " + sci(v["update_rel"].get<double>()) + " of the update (" +
+              fmt::sig(v["update_rel"].get<double>() / g.u, 3) + "u)";
     }
   }
+  const std::string bound = "bound (t+1)*eps per step t, T*eps for the update, eps = sqrt(n)u = " + sci(g.eps) +
+                            " with n = " + fmt::sig(g.n_elements, 6) + " parameter elements";
+  if (!errors.empty()) {
+    out.broken("matches_ddp", fmt::first_items(errors, 2), std::numeric_limits<double>::infinity(), 1.0);
+  } else if (!judged) {
+    const json& r0 = g.ranks[0];
+    const std::string why = r0.contains("ddp_missing") ? r0["ddp_missing"].get<std::string>()
+                                                       : "the DDP run raised: " + r0["ddp"]["error"].value("what", std::string("?"));
+    out.recorded("matches_ddp", "not judged: no DDP run to compare with (" + why + ")");
+  } else if (deviation <= 1.0) {
+    out.held("matches_ddp", "sharded vs DDP over " + g.legs_note + ", worst " + worst + " (" + bound + ")", deviation, 1.0);
+  } else {
+    out.broken("matches_ddp", "sharded training differs from DDP beyond rounding (" + bound + "): " + worst, deviation, 1.0);
+  }
+}
 
-  const double u = unit_roundoff_of(dtype);
-  const double eps = std::sqrt(std::max(n_elements, static_cast<double>(world))) * u;
+// Each rank's ShardBytes: at most 1/N of each part plus a row per tensor, and no foreign tensor stepped.
+void shards_one_over_n(const Gathered& g, Findings& out) {
+  std::vector<std::string> broken;
+  std::string measured;
+  for (const json& r : g.ranks) {
+    if (!r.contains("bytes")) {
+      broken.push_back("rank " + std::to_string(r.value("rank", -1)) + ": " + r.value("bytes_error", std::string("not measured")));
+      continue;
+    }
+    const json& b = r["bytes"];
+    const int rank = r["rank"];
+    for (const char* part : {"parameters", "gradients", "optimizer_state"}) {
+      const json& a = b[part];
+      const std::string what = std::string(part) == "optimizer_state" ? "optimizer state" : part;
+      const int64_t local = a["local_bytes"], full = a["full_bytes"], rows = a["row_bytes"], n = a["tensors"];
+      if (n == 0) continue;  // nothing of this part (no gradient kept after the step): not counted
+      const int64_t bound = full / g.world + rows;
+      if (rank == 0) {
+        measured += std::string(measured.empty() ? "" : ", ") + what + " " + bytes_text(local) + " of " + bytes_text(full) +
+                    " (bound " + bytes_text(bound) + ")";
+      }
+      if (local > bound) {
+        std::string s = "rank " + std::to_string(rank) + " holds " + bytes_text(local) + " of " + what + " whose whole is " +
+                        bytes_text(full) + " (" + fmt::sig(100.0 * local / std::max<int64_t>(full, 1), 3) + "%), more than 1/" +
+                        std::to_string(g.world) + " plus a row per tensor (" + bytes_text(bound) + ")";
+        if (std::string(part) == "parameters" && !b["unsharded"].empty()) {
+          s += "; not sharded: " + fmt::first_items(b["unsharded"].get<std::vector<std::string>>(), 4);
+        }
+        broken.push_back(s);
+      }
+    }
+    const json& foreign = b["foreign_parameters"];
+    if (foreign["tensors"].get<int64_t>() > 0) {
+      broken.push_back("rank " + std::to_string(rank) + "'s optimizer updates " + std::to_string(foreign["tensors"].get<int64_t>()) +
+                       " tensor(s) (" + bytes_text(foreign["local_bytes"]) +
+                       ") that are not the model's parameters: the model trains other tensors than the optimizer "
+                       "steps (an optimizer made before fully_shard holds the unsharded originals, whole)");
+    }
+  }
+  if (!out.broken_if_any("shards_one_over_n", broken, 4)) {
+    out.held("shards_one_over_n", "after the first step, rank 0 holds " + measured + " (bound: 1/" + std::to_string(g.world) +
+                                      " of the whole plus one dim-0 row per tensor, per part); every rank within it, and "
+                                      "the optimizer steps the model's own parameters");
+  }
+}
+
+// Why the checkpoint's promises cannot be judged ("" when they can): a run raised before the save,
+// or the save itself did (then checkpoint_loads_bare is broken).
+std::string checkpoint_not_judged(const Gathered& g, Findings& out) {
+  for (const json& rj : g.ranks) {
+    std::string why;
+    if (rj["fsdp"].contains("error")) {
+      why = "not judged: " + who(rj) + "'s sharded run raised before the save (matches_ddp's finding)";
+    } else if (rj["saved"].contains("error") && rj["saved"]["error"]["step"].get<int64_t>() < g.k) {
+      why = "not judged: " + who(rj) + "'s run raised before the save, at step " +
+            std::to_string(rj["saved"]["error"]["step"].get<int64_t>()) + ": " + rj["saved"]["error"]["what"].get<std::string>();
+    }
+    if (!why.empty()) {
+      for (const char* p : {"checkpoint_loads_bare", "resume_bitwise", "rank0_writes"}) out.recorded(p, why);
+      return why;
+    }
+  }
+  for (const json& rj : g.ranks) {
+    if (rj.contains("save_error")) {
+      const std::string e = who(rj) + "'s save_checkpoint raised: " + rj["save_error"].get<std::string>();
+      out.broken("checkpoint_loads_bare", e);
+      out.recorded("resume_bitwise", "not judged: no checkpoint (" + e + ")");
+      out.recorded("rank0_writes", "not judged: the save did not complete");
+      return e;
+    }
+  }
+  return "";
+}
+
+void checkpoint_loads_bare(const Gathered& g, Findings& out) {
+  const json& bare = g.ranks[0]["bare"];
+  const std::string saved = "the checkpoint saved after " + std::to_string(g.k) + " sharded steps";
+  if (bare.contains("ok")) {
+    out.held("checkpoint_loads_bare", saved + " " + bare["ok"].get<std::string>());
+  } else if (bare.contains("broken")) {
+    out.broken("checkpoint_loads_bare", saved + ": " + bare["broken"].get<std::string>());
+  } else {
+    out.recorded("checkpoint_loads_bare", "not judged: " + bare.value("recorded", std::string("?")));
+  }
+}
+
+void resume_bitwise(const Gathered& g, Findings& out) {
+  std::vector<std::string> broken;
+  for (const json& rj : g.ranks) {
+    if (rj["resumed"].contains("error")) {
+      broken.push_back(who(rj) + ": the resumed run " + rj["resumed"]["error"]["what"].get<std::string>());
+    } else if (rj.contains("resume") && !rj["resume"]["bitwise"].get<bool>()) {
+      std::string s = who(rj) + ": resumed differs from the run that saved";
+      if (rj["resume"].contains("losses")) s += "; losses: " + rj["resume"]["losses"].get<std::string>();
+      if (rj["resume"].contains("parameters")) s += "; final parameters: " + rj["resume"]["parameters"].get<std::string>();
+      broken.push_back(s);
+    } else if (rj["saved"].contains("error")) {
+      broken.push_back(who(rj) + ": the run that saved raised after the save at step " +
+                       std::to_string(rj["saved"]["error"]["step"].get<int64_t>()) + ": " +
+                       rj["saved"]["error"]["what"].get<std::string>());
+    }
+  }
+  if (!out.broken_if_any("resume_bitwise", broken)) {
+    out.held("resume_bitwise", "a fresh sharded run loaded the checkpoint of step " + std::to_string(g.k) + " and its " +
+                                   std::to_string(g.steps - g.k) +
+                                   " losses and final whole parameters are bitwise the saving run's, on every rank");
+  }
+}
+
+void rank0_writes(const Gathered& g, Findings& out) {
+  const json writes = g.ranks[0].value("writes", json::object());
+  std::vector<std::string> twice, names;
+  for (const auto& [name, n] : writes.items()) {
+    names.push_back("'" + name + "'");
+    if (n.get<int>() > 1) twice.push_back("'" + name + "' written " + std::to_string(n.get<int>()) + " times");
+  }
+  if (names.empty()) {
+    out.recorded("rank0_writes", "not judged: the save wrote no file directly in the checkpoint's directory (a "
+                                 "checkpoint directory of the recipe's own?)");
+  } else if (twice.empty()) {
+    out.held("rank0_writes", "the save wrote each file once (" + fmt::first_items(names, names.size()) + ") with " +
+                                 std::to_string(g.world) + " ranks");
+  } else {
+    out.broken("rank0_writes", "one save by " + std::to_string(g.world) + " ranks: " + fmt::first_items(twice, twice.size()) +
+                                   ": every rank wrote it, not rank 0 alone (ranks overwrite each other's file)");
+  }
+}
+
+// Leaves the process group when the check is done, however it ends (every rank reaches it).
+struct LeaveGroup {
+  DataParallelProbe& probe;
+  ~LeaveGroup() {
+    try {
+      probe.leave_process_group();
+    } catch (...) {  // a rank already gone: nothing left to tear down in order
+    }
+  }
+};
+
+// One rank: the four legs (F sharded, D replicated, S saving at k, R resumed from S), then rank 0
+// gathers every rank's record and judges the promises.
+CheckResult check_fsdp(const CheckContext& ctx) {
+  auto first = fresh_run_with<DataParallelProbe>(ctx, kInterface, kWhy);
+  DataParallelProbe& probe = *first.probe;
+  probe.set_data_parallel("fsdp");  // skips a recipe that does not declare the mode
+  const auto [rank, world] = probe.join_process_group(ctx.device);
+  const LeaveGroup leave{probe};
+  if (world != ctx.world.size) {
+    throw HarnessError("the recipe's process group has " + std::to_string(world) + " ranks, the launcher started " +
+                       std::to_string(ctx.world.size));
+  }
+  const RunOptions options = run_options(ctx, ctx.seed);
+  const std::string dir = ctx.work_dir + "/" + ctx.recipe;
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/fsdp-checkpoint.pt";
+  const auto t0 = std::chrono::steady_clock::now();
+  json mine = {{"rank", rank}};
+
+  Run& f_run = *first.run;
+  f_run.setup(options);
+  Gathered g;
+  g.world = world;
+  g.steps = 2 * f_run.steps_per_epoch();
+  g.k = f_run.steps_per_epoch() + 1;
+  const Leg f = observe_sharded(f_run, probe, g.steps, mine);
+  g.n_elements = f.start.defined() ? static_cast<double>(f.start.numel()) : 0.0;
+  g.u = unit_roundoff_of(f_run.parameters().empty() ? c10::kFloat : f_run.parameters().front().second.scalar_type());
+  g.eps = std::sqrt(std::max(g.n_elements, static_cast<double>(world))) * g.u;
+  const Leg d = observe_ddp(ctx, options, g.steps, mine);
+  Leg s, r;
+  if (f.ran()) s = observe_save(ctx, options, g.steps, g.k, dir, path, mine);
+  if (s.ran() && f.ran() && !mine.contains("save_error")) r = observe_resume(ctx, options, g.steps, g.k, path, s, mine);
   mine["ddp"] = leg_json(d);
   mine["fsdp"] = leg_json(f);
   mine["saved"] = leg_json(s);
   mine["resumed"] = leg_json(r);
-  mine["vs_ddp"] = compare_with_ddp(d, f, eps);
+  mine["vs_ddp"] = compare_with_ddp(d, f, g.eps);
   mine["wall_s"] = seconds_since(t0);
 
   const std::vector<std::string> texts = probe.all_gather_text(mine.dump());
   if (rank != 0) {
-    throw SkipCell("rank " + std::to_string(rank) + " of " + label + ": records sent to rank 0, which judges this cell");
+    throw SkipCell("rank " + std::to_string(rank) + " of " + ctx.world.label + ": records sent to rank 0, which judges this cell");
   }
-  std::vector<json> all;
-  for (const std::string& t : texts) all.push_back(json::parse(t));
+  for (const std::string& t : texts) g.ranks.push_back(json::parse(t));
+  g.legs_note = std::to_string(g.steps) + " steps (two epochs) on " + ctx.world.label;
 
   Findings out;
-  out.metrics() = {{"world_size", world}, {"device_label", label}, {"steps", steps}, {"resume_at", k},
-                   {"eps", eps}, {"eps_in_u", eps / u}, {"parameter_elements", n_elements}, {"ranks", all}};
-  const std::string legs_note = std::to_string(steps) + " steps (two epochs) on " + label;
-
-  // 1. matches_ddp
-  {
-    std::vector<std::string> errors;
-    double deviation = 0.0;
-    std::string worst;
-    bool judged = true;
-    for (const json& rj : all) {
-      const std::string who = "rank " + std::to_string(rj["rank"].get<int>());
-      if (rj.contains("ddp_missing")) {
-        judged = false;
-        continue;
-      }
-      if (rj["fsdp"].contains("error")) {
-        errors.push_back(who + ": the sharded run raised at step " + std::to_string(rj["fsdp"]["error"]["step"].get<int64_t>()) +
-                         ": " + rj["fsdp"]["error"]["what"].get<std::string>());
-        continue;
-      }
-      if (rj["ddp"].contains("error")) {
-        judged = false;
-        continue;
-      }
-      const json& v = rj["vs_ddp"];
-      if (v.contains("start_differs")) {
-        errors.push_back(who + ": sharded and DDP runs from the same seed start from other parameters (max |diff| " +
-                         sci(v["start_differs"].get<double>()) + ")");
-        continue;
-      }
-      const double dev = v["deviation"];
-      if (dev >= deviation) {
-        deviation = dev;
-        worst = who + ": largest loss difference " + sci(v["loss_rel_max"].get<double>()) + " relative (" +
-                fmt::sig(v["loss_rel_max"].get<double>() / u, 3) + "u, step " + std::to_string(v["worst_step"].get<int64_t>()) +
-                " the worst against its bound), update difference " + sci(v["update_rel"].get<double>()) + " of the update (" +
-                fmt::sig(v["update_rel"].get<double>() / u, 3) + "u)";
-      }
-    }
-    const std::string bound = "bound (t+1)*eps per step t, T*eps for the update, eps = sqrt(n)u = " + sci(eps) +
-                              " with n = " + fmt::sig(n_elements, 6) + " parameter elements";
-    if (!errors.empty()) {
-      std::string e;
-      for (size_t i = 0; i < errors.size() && i < 2; ++i) e += (i ? "; " : "") + errors[i];
-      out.broken("matches_ddp", e, std::numeric_limits<double>::infinity(), 1.0);
-    } else if (!judged) {
-      std::string why = all[0].contains("ddp_missing") ? all[0]["ddp_missing"].get<std::string>()
-                                                       : "the DDP run raised: " + all[0]["ddp"]["error"].value("what", std::string("?"));
-      out.recorded("matches_ddp", "not judged: no DDP run to compare with (" + why + ")");
-    } else if (deviation <= 1.0) {
-      out.held("matches_ddp", "sharded vs DDP over " + legs_note + ", worst " + worst + " (" + bound + ")", deviation, 1.0);
-    } else {
-      out.broken("matches_ddp", "sharded training differs from DDP beyond rounding (" + bound + "): " + worst, deviation, 1.0);
-    }
-  }
-
-  // 2. shards_one_over_n
-  {
-    std::string held_text;
-    const std::string b = judge_shares(all, world, held_text);
-    if (b.empty()) {
-      out.held("shards_one_over_n", held_text + " (bound: 1/" + std::to_string(world) + " of the whole plus one dim-0 row "
-                                    "per tensor, per part); every rank within it, and the optimizer steps the model's own parameters");
-    } else {
-      out.broken("shards_one_over_n", b);
-    }
-  }
-
-  // 3-5: the checkpoint.
-  const json& r0 = all[0];
-  std::string not_saved;
-  for (const json& rj : all) {
-    const std::string who = "rank " + std::to_string(rj["rank"].get<int>());
-    if (rj["fsdp"].contains("error")) {
-      not_saved = "not judged: " + who + "'s sharded run raised before the save (matches_ddp's finding)";
-    } else if (rj["saved"].contains("error") && rj["saved"]["error"]["step"].get<int64_t>() < k) {
-      not_saved = "not judged: " + who + "'s run raised before the save, at step " +
-                  std::to_string(rj["saved"]["error"]["step"].get<int64_t>()) + ": " + rj["saved"]["error"]["what"].get<std::string>();
-    }
-    if (!not_saved.empty()) break;
-  }
-  std::string save_error;
-  for (const json& rj : all) {
-    if (rj.contains("save_error") && save_error.empty()) {
-      save_error = "rank " + std::to_string(rj["rank"].get<int>()) + "'s save_checkpoint raised: " + rj["save_error"].get<std::string>();
-    }
-  }
-  if (!not_saved.empty()) {
-    out.recorded("checkpoint_loads_bare", not_saved);
-    out.recorded("resume_bitwise", not_saved);
-    out.recorded("rank0_writes", not_saved);
-  } else if (!save_error.empty()) {
-    out.broken("checkpoint_loads_bare", save_error);
-    out.recorded("resume_bitwise", "not judged: no checkpoint (" + save_error + ")");
-    out.recorded("rank0_writes", "not judged: the save did not complete");
-  } else {
-    const json& bare = r0["bare"];
-    if (bare.contains("ok")) {
-      out.held("checkpoint_loads_bare", "the checkpoint saved after " + std::to_string(k) + " sharded steps " +
-                                           bare["ok"].get<std::string>());
-    } else if (bare.contains("broken")) {
-      out.broken("checkpoint_loads_bare", "the checkpoint saved after " + std::to_string(k) + " sharded steps: " +
-                                              bare["broken"].get<std::string>());
-    } else {
-      out.recorded("checkpoint_loads_bare", "not judged: " + bare.value("recorded", std::string("?")));
-    }
-
-    std::vector<std::string> resume_broken;
-    for (const json& rj : all) {
-      const std::string who = "rank " + std::to_string(rj["rank"].get<int>());
-      if (rj["resumed"].contains("error")) {
-        resume_broken.push_back(who + ": the resumed run " + rj["resumed"]["error"]["what"].get<std::string>());
-      } else if (rj.contains("resume") && !rj["resume"]["bitwise"].get<bool>()) {
-        std::string s = who + ": resumed differs from the run that saved";
-        if (rj["resume"].contains("losses")) s += "; losses: " + rj["resume"]["losses"].get<std::string>();
-        if (rj["resume"].contains("parameters")) s += "; final parameters: " + rj["resume"]["parameters"].get<std::string>();
-        resume_broken.push_back(s);
-      } else if (rj["saved"].contains("error")) {
-        resume_broken.push_back(who + ": the run that saved raised after the save at step " +
-                                std::to_string(rj["saved"]["error"]["step"].get<int64_t>()) + ": " +
-                                rj["saved"]["error"]["what"].get<std::string>());
-      }
-    }
-    if (resume_broken.empty()) {
-      out.held("resume_bitwise", "a fresh sharded run loaded the checkpoint of step " + std::to_string(k) + " and its " +
-                                     std::to_string(steps - k) + " losses and final whole parameters are bitwise the saving run's, on every rank");
-    } else {
-      std::string e;
-      for (size_t i = 0; i < resume_broken.size() && i < 2; ++i) e += (i ? "; " : "") + resume_broken[i];
-      out.broken("resume_bitwise", e);
-    }
-
-    const json writes = r0.value("writes", json::object());
-    std::vector<std::string> twice, names;
-    for (const auto& [name, n] : writes.items()) {
-      names.push_back(name);
-      if (n.get<int>() > 1) twice.push_back("'" + name + "' written " + std::to_string(n.get<int>()) + " times");
-    }
-    if (names.empty()) {
-      out.recorded("rank0_writes", "not judged: the save wrote no file directly in the checkpoint's directory (a "
-                                   "checkpoint directory of the recipe's own?)");
-    } else if (twice.empty()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
-      out.held("rank0_writes", "the save wrote each file once (" + list + ") with " + std::to_string(world) + " ranks");
-    } else {
-      std::string list;
-      for (const auto& t : twice) list += (list.empty() ? "" : ", ") + t;
-      out.broken("rank0_writes", "one save by " + std::to_string(world) + " ranks: " + list +
-                                     ": every rank wrote it, not rank 0 alone (ranks overwrite each other's file)");
-    }
+  out.metrics() = {{"world_size", world}, {"steps", g.steps}, {"resume_at", g.k}, {"eps", g.eps}, {"eps_in_u", g.eps / g.u},
+                   {"parameter_elements", g.n_elements}, {"ranks", g.ranks}};
+  matches_ddp(g, out);
+  shards_one_over_n(g, out);
+  if (checkpoint_not_judged(g, out).empty()) {
+    checkpoint_loads_bare(g, out);
+    resume_bitwise(g, out);
+    rank0_writes(g, out);
   }
   out.metrics()["wall_s"] = seconds_since(t0);
-  return out.result(label + ", sharded (fully_shard) vs DDP, two epochs:");
+  return out.result(ctx.world.label + ", sharded (fully_shard) vs DDP, two epochs:");
 }
 
 void require_probe(const CheckContext& ctx) {
@@ -544,5 +559,6 @@ TC_CHECK(fsdp,
     ->Promise("rank0_writes", "each file of a save written once, not once per rank")
     ->MultiProcess(2)
     ->Preflight(tc::require_probe)
+    ->Languages({"python"}, tc::kWhy)
     ->Timeout(600);
 }  // namespace tc

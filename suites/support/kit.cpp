@@ -1,5 +1,7 @@
 #include "suites/support/kit.h"
 
+#include "harness/util/text_format.h"
+
 namespace tc {
 
 std::string probe_missing_reason(const CheckContext& ctx, const std::string& interface, const std::string& why) {
@@ -43,6 +45,12 @@ void Findings::broken(const std::string& promise, const std::string& evidence, d
 
 void Findings::recorded(const std::string& promise, const std::string& evidence) {
   entries_.push_back({promise, "recorded", evidence});
+}
+
+bool Findings::broken_if_any(const std::string& promise, const std::vector<std::string>& items, size_t shown) {
+  if (items.empty()) return false;
+  broken(promise, fmt::first_items(items, shown));
+  return true;
 }
 
 bool Findings::any_broken() const {

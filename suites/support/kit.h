@@ -64,6 +64,9 @@ class Findings {
   void broken(const std::string& promise, const std::string& evidence, double deviation, double bar);
   // Measured and reported, not judged (e.g. a throughput on hardware where it means nothing).
   void recorded(const std::string& promise, const std::string& evidence);
+  // Several things found broken for one promise (ranks, files, steps): broken, when there are any,
+  // with the first `shown` of them (fmt::first_items); returns whether there were.
+  bool broken_if_any(const std::string& promise, const std::vector<std::string>& items, size_t shown = 2);
 
   bool any_broken() const;
   nlohmann::json& metrics() { return metrics_; }

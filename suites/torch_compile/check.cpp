@@ -93,14 +93,8 @@ Leg train(Run& run, int64_t steps) {
   return l;
 }
 
-std::string listed(const std::vector<std::string>& items, size_t most = 4) {
-  std::string s;
-  for (size_t i = 0; i < items.size() && i < most; ++i) s += (i ? "; " : "") + items[i];
-  if (items.size() > most) s += "; and " + std::to_string(items.size() - most) + " more";
-  return s;
-}
-
-void judge_parity(const Leg& e, const Leg& b, const Leg& c, double u, Findings& out) {
+// compiled_matches_eager: compiled losses and update within (t+1)*64u of eager's, when eager is reproducible.
+void compiled_matches_eager(const Leg& e, const Leg& b, const Leg& c, double u, Findings& out) {
   const int64_t steps = static_cast<int64_t>(e.losses.size());
   const double eps = std::sqrt(kReductionTerms) * u;
   auto& m = out.metrics()["parity"];
@@ -169,33 +163,18 @@ void judge_parity(const Leg& e, const Leg& b, const Leg& c, double u, Findings& 
   out.broken("compiled_matches_eager", s, deviation, eps);
 }
 
-CheckResult check_torch_compile(const CheckContext& ctx) {
-  auto probe_first = fresh_run_with<CompileProbe>(ctx, kInterface, kWhy);  // skips a C++ recipe here
-  Findings f;
-  const RunOptions options = run_options(ctx, ctx.seed);
-
-  // Eager, twice: the precondition of the comparison.
-  std::unique_ptr<Run> eager = fresh_run(ctx, options);
-  const int64_t steps = 2 * eager->steps_per_epoch();
-  const double u = unit_roundoff_of(eager->parameters().empty() ? c10::kFloat
-                                                                 : eager->parameters().front().second.scalar_type());
-  const Leg e = train(*eager, steps);
-  Leg b;
-  {
-    std::unique_ptr<Run> again = fresh_run(ctx, options);
-    b = train(*again, steps);
-  }
-
-  // Compiled, from a cold on-disk cache; the records are read after each step (where a
-  // recompilation happened).
-  Scratch scratch;
-  CompileProbe& probe = *probe_first.probe;
-  Run& compiled = *probe_first.run;
-  probe.set_compile(true, scratch.file("inductor-cache"));
-  compiled.setup(options);
-  Leg c;
-  c.start = flat_double(compiled.parameters());
+// The compiled leg, from a cold on-disk cache; the compiler's records are read after each step
+// (where a recompilation happened).
+struct CompiledLeg {
+  Leg leg;
   std::vector<std::string> recompiled;
+  CompileStats stats;
+};
+
+CompiledLeg train_compiled(Run& compiled, CompileProbe& probe, int64_t steps) {
+  CompiledLeg out;
+  Leg& c = out.leg;
+  c.start = flat_double(compiled.parameters());
   size_t seen = 0;
   for (int64_t i = 0; i < steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -204,34 +183,28 @@ CheckResult check_torch_compile(const CheckContext& ctx) {
     c.losses.push_back(r.loss);
     const CompileStats s = probe.compile_stats();
     for (; seen < s.recompilations.size(); ++seen) {
-      recompiled.push_back("step " + std::to_string(i) + " (epoch " + std::to_string(r.epoch) + "): " +
-                           s.recompilations[seen].function + " recompiled, guard failed: " + s.recompilations[seen].guard);
+      out.recompiled.push_back("step " + std::to_string(i) + " (epoch " + std::to_string(r.epoch) + "): " +
+                               s.recompilations[seen].function + " recompiled, guard failed: " + s.recompilations[seen].guard);
     }
   }
   c.end = flat_double(compiled.parameters());
-  const CompileStats stats = probe.compile_stats();
-  if (stats.frames_compiled == 0) {
-    throw SkipCell("recipe '" + ctx.recipe + "' compiled nothing with RunOptions.compile set (torch._dynamo "
-                   "converted no frame in " + std::to_string(steps) + " steps): it does not honour the option");
-  }
+  out.stats = probe.compile_stats();
+  return out;
+}
 
-  f.metrics()["steps"] = steps;
-  f.metrics()["frames_compiled"] = stats.frames_compiled;
-  f.metrics()["graphs"] = stats.graphs;
-  f.metrics()["recompilations"] = recompiled;
-  f.metrics()["first_step_s"] = {{"eager", e.seconds.front()}, {"compiled_cold_cache", c.seconds.front()}};
-
-  judge_parity(e, b, c, u, f);
-
-  if (recompiled.empty()) {
-    f.held("warmup_one_off", "compiled at the first step (" + fmt::sig(c.seconds.front(), 3) + " s with a fresh on-disk cache, " +
-                                 std::to_string(stats.frames_compiled) + " frame(s), " + std::to_string(stats.graphs) +
+void warmup_one_off(const CompiledLeg& c, int64_t steps, Findings& f) {
+  f.metrics()["recompilations"] = c.recompiled;
+  if (c.recompiled.empty()) {
+    f.held("warmup_one_off", "compiled at the first step (" + fmt::sig(c.leg.seconds.front(), 3) + " s with a fresh on-disk cache, " +
+                                 std::to_string(c.stats.frames_compiled) + " frame(s), " + std::to_string(c.stats.graphs) +
                                  " graph(s)), no recompilation over " + std::to_string(steps) + " steps (two epochs)");
   } else {
-    f.broken("warmup_one_off", std::to_string(recompiled.size()) + " recompilation(s) after the first compilation over " +
-                                   std::to_string(steps) + " steps (two epochs): " + listed(recompiled));
+    f.broken("warmup_one_off", std::to_string(c.recompiled.size()) + " recompilation(s) after the first compilation over " +
+                                   std::to_string(steps) + " steps (two epochs): " + fmt::first_items(c.recompiled, 4));
   }
+}
 
+void no_graph_breaks(const CompileStats& stats, Findings& f) {
   std::vector<std::string> breaks;
   nlohmann::json jb = nlohmann::json::array();
   for (const GraphBreak& g : stats.graph_breaks) {
@@ -245,15 +218,17 @@ CheckResult check_torch_compile(const CheckContext& ctx) {
                                   " graph(s) from " + std::to_string(stats.frames_compiled) + " frame(s))");
   } else {
     f.broken("no_graph_breaks", std::to_string(breaks.size()) + " graph break(s) per step, each running Python "
-                                "between graphs: " + listed(breaks));
+                                "between graphs: " + fmt::first_items(breaks, 4));
   }
+}
 
-  // Speed once warm: interleaved rounds, the eager run A against the compiled run (epoch 3 on).
+// Speed once warm: interleaved rounds, the eager run against the compiled run (epoch 3 on).
+void compiled_not_slower(const CheckContext& ctx, Run& eager, Run& compiled, Findings& f) {
   const int rounds = ctx.quick ? 4 : 8;
   std::vector<double> te, tc;
   for (int i = 0; i < rounds; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    eager->train_step();
+    eager.train_step();
     te.push_back(seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     compiled.train_step();
@@ -273,6 +248,38 @@ CheckResult check_torch_compile(const CheckContext& ctx) {
   } else {
     f.broken("compiled_not_slower", what + ": slower than eager (bar " + fmt::ratio(kSlowerBar) + ")", ratio, kSlowerBar);
   }
+}
+
+// Eager twice (the comparison's precondition), compiled once from a cold cache; then each promise.
+CheckResult check_torch_compile(const CheckContext& ctx) {
+  auto probe_first = fresh_run_with<CompileProbe>(ctx, kInterface, kWhy);
+  const RunOptions options = run_options(ctx, ctx.seed);
+  std::unique_ptr<Run> eager = fresh_run(ctx, options);
+  const int64_t steps = 2 * eager->steps_per_epoch();
+  const double u = unit_roundoff_of(eager->parameters().empty() ? c10::kFloat
+                                                                 : eager->parameters().front().second.scalar_type());
+  const Leg e = train(*eager, steps);
+  const Leg b = train(*fresh_run(ctx, options), steps);
+
+  Scratch scratch;
+  CompileProbe& probe = *probe_first.probe;
+  Run& compiled = *probe_first.run;
+  probe.set_compile(true, scratch.file("inductor-cache"));
+  compiled.setup(options);
+  const CompiledLeg c = train_compiled(compiled, probe, steps);
+  if (c.stats.frames_compiled == 0) {
+    throw SkipCell("recipe '" + ctx.recipe + "' compiled nothing with RunOptions.compile set (torch._dynamo "
+                   "converted no frame in " + std::to_string(steps) + " steps): it does not honour the option");
+  }
+  Findings f;
+  f.metrics()["steps"] = steps;
+  f.metrics()["frames_compiled"] = c.stats.frames_compiled;
+  f.metrics()["graphs"] = c.stats.graphs;
+  f.metrics()["first_step_s"] = {{"eager", e.seconds.front()}, {"compiled_cold_cache", c.leg.seconds.front()}};
+  compiled_matches_eager(e, b, c.leg, u, f);
+  warmup_one_off(c, steps, f);
+  no_graph_breaks(c.stats, f);
+  compiled_not_slower(ctx, *eager, compiled, f);
   return f.result("compiled with torch.compile vs eager, two epochs:");
 }
 
@@ -287,5 +294,6 @@ TC_CHECK(torch_compile,
     ->Promise("warmup_one_off", "no recompilation after the first compilation over two epochs")
     ->Promise("no_graph_breaks", "no graph break in the compiled step (each named with file:line)")
     ->TimingPromise("compiled_not_slower", "compiled step not slower than eager once warm (judged on CUDA)")
+    ->Languages({"python"}, tc::kWhy)
     ->Timeout(900);
 }  // namespace tc
