@@ -28,7 +28,7 @@ set_tests_properties(scripts.bundle_py PROPERTIES LABELS unit TIMEOUT 120)
 # then broken copies of it rejected (--self-test; it needs a benchmark / a figure to break, so an
 # empty document fails too). The files come from the tests that set up the fixtures: ab_json
 # (cli.ab_same_binary_passes writes ab-same.json) and qualify_json (cli.qualify_cpu_2_ranks_none_flagged,
-# in harness/qualify/probes/, writes qualify-pass.json). No PASS_REGULAR_EXPRESSION: ctest would then ignore
+# in suites/qualify_probes/, writes qualify-pass.json). No PASS_REGULAR_EXPRESSION: ctest would then ignore
 # the exit code.
 if(TC_PYTHON)
   add_test(NAME report.ab_json_matches_schema

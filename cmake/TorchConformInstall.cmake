@@ -44,6 +44,7 @@ install(FILES
   reference/distributed.h
   reference/distributed_run.h
   reference/loader_probe.h
+  reference/loader_tools.h
   reference/model.h
   reference/optimizer_state.h
   reference/recompute.h
@@ -56,13 +57,15 @@ set_target_properties(tc_util PROPERTIES EXPORT_NAME util)
 set_target_properties(tc_contract PROPERTIES EXPORT_NAME contract)
 set_target_properties(tc_report PROPERTIES EXPORT_NAME report)
 set_target_properties(tc_harness PROPERTIES EXPORT_NAME harness)
+set_target_properties(tc_ab PROPERTIES EXPORT_NAME ab)
+set_target_properties(tc_qualify PROPERTIES EXPORT_NAME qualify)
 set_target_properties(tc_cli PROPERTIES EXPORT_NAME cli)
 set_target_properties(tc_main PROPERTIES EXPORT_NAME main)
 set_target_properties(tc_reference PROPERTIES EXPORT_NAME reference)
 set_target_properties(tc_check_support PROPERTIES EXPORT_NAME check_support)
 set_target_properties(tc_suites PROPERTIES EXPORT_NAME suites)
 set_target_properties(tc_reference_distributed PROPERTIES EXPORT_NAME reference_distributed)
-install(TARGETS tc_util tc_contract tc_report tc_harness tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
+install(TARGETS tc_util tc_contract tc_report tc_harness tc_ab tc_qualify tc_cli tc_main tc_reference tc_check_support tc_suites tc_reference_distributed
   EXPORT torchconformTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${TC_INSTALL_INCLUDEDIR})

@@ -3,7 +3,7 @@
 // process: harness/recipe_process.h), a process group of its own, stdin from /dev/null, stdout and
 // stderr to a log, and a deadline after which the group is stopped. Every child that runs a program
 // goes through it: a check's part in a fresh process and torchrun cells (harness/cell_in_child.h),
-// `qualify`'s torchrun, `ab`'s two builds (harness/ab/run.cpp), the distributed fault tests. Two
+// `qualify`'s torchrun, `ab`'s two builds (harness/ab/ab_launch.cpp), the distributed fault tests. Two
 // short-lived forks that run no program do not: checkpoint_safety's saver killed mid-save
 // (suites/checkpoint_safety/check.cpp) and the bounded parse of untrusted files
 // (reference/bounded_parse.cpp), each a pipe and a waitpid of its own. No torch here.

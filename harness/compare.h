@@ -62,8 +62,8 @@ struct CompareOptions {
   double instruction_threshold = 0.005;             // for the instruction-count rows
   bool gate_time_too = false;  // the time row of a benchmark with counts on both sides gates as well
 
-  CompareOptions& set_threshold(double t) { threshold = t; return *this; }
-  CompareOptions& metric_threshold(const std::string& name, double t) {
+  CompareOptions& with_threshold(double t) { threshold = t; return *this; }
+  CompareOptions& with_metric_threshold(const std::string& name, double t) {
     metric_thresholds[name] = t;
     return *this;
   }

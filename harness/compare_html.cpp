@@ -18,30 +18,23 @@ namespace {
 using fmt::signed_pct;
 }  // namespace
 
-std::string render_compare_html(const Comparison& c) {
-  std::ostringstream h;
-  const bool fail = exit_code_for(c) != 0;
-  h << html::page_begin("torchconform compare");
-  h << "<h1>torchconform compare</h1>\n<p>base <code>" << escape(c.base_label) << "</code> &rarr; new <code>"
-    << escape(c.next_label) << "</code></p>\n";
-  h << "<p id=\"gate\" class=\"verdict " << (fail ? "FAIL" : "PASS") << "\">" << escape(gate_line(c)) << "</p>\n";
-  h << "<p class=\"muted\">A benchmark regressed when the two-sided Mann-Whitney U test gives p &lt; "
-    << num(c.options.alpha) << " and its median moved in the worse direction by more than its threshold ("
-    << signed_pct(c.options.threshold).substr(1) << " unless set per metric). Units ending in /s are throughputs "
-    << "(smaller is worse); other units are time-like (larger is worse).</p>\n";
-
+void environment_section(std::ostringstream& h, const std::vector<EnvChange>& changes) {
   h << "<h2>Environment</h2>\n";
-  if (c.environment.empty()) {
+  if (changes.empty()) {
     h << "<p id=\"environment\">identical</p>\n";
   } else {
     h << "<table id=\"environment\"><thead><tr><th>key</th><th>base</th><th>new</th></tr></thead><tbody>\n";
-    for (const EnvChange& e : c.environment) {
+    for (const EnvChange& e : changes) {
       h << "<tr><td>" << escape(e.key) << "</td><td>" << escape(e.base) << "</td><td>" << escape(e.next)
         << "</td></tr>\n";
     }
     h << "</tbody></table>\n";
   }
+}
 
+namespace {
+
+void verdicts_section(std::ostringstream& h, const Comparison& c) {
   h << "<h2>Verdicts</h2>\n<p>" << c.cells_compared << " cell(s) in both reports, " << c.cells.size()
     << " change(s).</p>\n";
   if (!c.cells.empty()) {
@@ -56,7 +49,9 @@ std::string render_compare_html(const Comparison& c) {
     }
     h << "</tbody></table>\n";
   }
+}
 
+void numerics_section(std::ostringstream& h, const Comparison& c) {
   h << "<h2>Numerics</h2>\n<p class=\"muted\">" << escape(numerics_rule(c.options)) << ".</p>\n";
   if (c.numerics.empty()) {
     h << "<p id=\"numerics\">no training fingerprint in either report</p>\n";
@@ -77,7 +72,9 @@ std::string render_compare_html(const Comparison& c) {
     }
     h << "</tbody></table>\n";
   }
+}
 
+void benchmarks_section(std::ostringstream& h, const Comparison& c) {
   h << "<h2>Benchmarks</h2>\n";
   if (c.benchmarks.empty()) h << "<p>none</p>\n";
   else {
@@ -104,6 +101,26 @@ std::string render_compare_html(const Comparison& c) {
     }
     h << "</tbody></table>\n";
   }
+}
+
+}  // namespace
+
+std::string render_compare_html(const Comparison& c) {
+  std::ostringstream h;
+  const bool fail = exit_code_for(c) != 0;
+  h << html::page_begin("torchconform compare");
+  h << "<h1>torchconform compare</h1>\n<p>base <code>" << escape(c.base_label) << "</code> &rarr; new <code>"
+    << escape(c.next_label) << "</code></p>\n";
+  h << "<p id=\"gate\" class=\"verdict " << (fail ? "FAIL" : "PASS") << "\">" << escape(gate_line(c)) << "</p>\n";
+  h << "<p class=\"muted\">A benchmark regressed when the two-sided Mann-Whitney U test gives p &lt; "
+    << num(c.options.alpha) << " and its median moved in the worse direction by more than its threshold ("
+    << signed_pct(c.options.threshold).substr(1) << " unless set per metric). Units ending in /s are throughputs "
+    << "(smaller is worse); other units are time-like (larger is worse).</p>\n";
+
+  environment_section(h, c.environment);
+  verdicts_section(h, c);
+  numerics_section(h, c);
+  benchmarks_section(h, c);
   h << html::page_end();
   return h.str();
 }

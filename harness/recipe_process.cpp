@@ -70,7 +70,8 @@ std::vector<std::string> child_argv(const std::vector<PlannedCell>& cells, const
                                    "--seed", std::to_string(plan.seed), "--json", "", "--html", "",
                                    "--cell-stream", s.file("cells.jsonl"), "--breadcrumb", s.file("breadcrumb")};
   if (!plan.work_dir.empty()) argv.insert(argv.end(), {"--work-dir", plan.work_dir});
-  for (const std::string& python : plan.python_specs) argv.insert(argv.end(), {"--python", python});
+  const std::string& spec = cells.front().recipe->load_spec;  // a Python recipe: it alone is loaded there
+  if (!spec.empty()) argv.insert(argv.end(), {"--python", spec});
   if (plan.quick) argv.push_back("--quick");
   if (plan.sweep) argv.push_back("--sweep");
   return argv;
@@ -118,10 +119,78 @@ std::string unfinished_cell_evidence(const std::string& how, const std::string& 
   return e;
 }
 
+namespace {
+
+using Finish = std::function<void(Cell)>;
+
+// How the recipe's process starts: a fork of this one where it may (nothing loaded again), else by exec.
+child::Spec recipe_process_spec(const Registry& registry, const std::vector<PlannedCell>& rest, const RunPlan& plan,
+                                const Scratch& scratch, const std::string& stream, const std::string& crumb) {
+  child::Spec spec;
+  if (plan.fork_recipe_processes && forking::single_threaded()) {
+    spec.body = [&registry, sub = group_plan(rest, plan, stream), crumb] {
+      stream_cells(registry, sub, crumb);
+      return 0;
+    };
+  } else {
+    spec.argv = child_argv(rest, plan, scratch);
+  }
+  spec.log_path = scratch.file("output.log");
+  spec.env = {{"TORCHCONFORM_RECIPE_PROCESS", "1"}};
+  spec.timeout = std::chrono::hours(24 * 365);  // each cell has its own deadline, kept by the caller
+  spec.kill_grace = std::chrono::seconds(5);
+  return spec;
+}
+
+// The cells the process streamed since `offset`, each checked against the one the group expects next.
+void take_streamed_cells(const Registry& registry, const std::vector<PlannedCell>& group, const std::string& stream,
+                         std::streamoff& offset, size_t& next, Clock::time_point& cell_start, const Finish& finish) {
+  for (const std::string& line : new_lines(stream, offset)) {
+    if (next >= group.size()) break;
+    Cell c;
+    try {
+      c = cell_from_json(nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      c = unfinished(registry, group[next], std::string("harness error: the recipe's process reported an unreadable cell: ") + e.what(), 0);
+    }
+    if (c.check != group[next].check->name || c.recipe != group[next].recipe->name) {
+      c = unfinished(registry, group[next], "harness error: the recipe's process reported " + c.check + "/" + c.recipe +
+                                                " where " + group[next].check->name + " was expected", 0);
+    }
+    finish(std::move(c));
+    ++next;
+    cell_start = Clock::now();
+  }
+}
+
+// The cell at `next` ran `elapsed` s, past its deadline: the process is stopped, the cell gets
+// where it hung, and the group's later cells are not started again.
+void stop_at_deadline(const Registry& registry, const std::vector<PlannedCell>& group, const RunPlan& plan,
+                      child::Process& process, const std::string& crumb, const std::string& log, double elapsed,
+                      size_t& next, const Finish& finish) {
+  const std::string where = breadcrumb::describe(crumb);
+  const std::string output = child::tail_of(log, 1500);  // read first: stopped, the child removes its scratch
+  process.wait_until(Clock::now());  // SIGTERM to the group, SIGKILL 5 s later
+  const std::string how = "killed after " + std::to_string(static_cast<long>(elapsed)) + " s (the cell's deadline, " +
+                          std::to_string(deadline_s(group[next], plan)) + " s: " +
+                          (plan.cell_timeout_s > 0 ? "--cell-timeout" : "the check's Timeout, or --cell-timeout") + ")";
+  finish(unfinished(registry, group[next], unfinished_cell_evidence("was " + how, group[next].check->name, where, output, ""),
+                    elapsed));
+  const std::string hung = group[next].check->name;
+  for (++next; next < group.size(); ++next) {
+    finish(unfinished(registry, group[next],
+                      "not run: the recipe's process hung in " + hung + " and was killed at the deadline; a recipe that "
+                      "hangs once is not started again for its other cells (each would wait out a deadline)",
+                      0));
+  }
+}
+
+}  // namespace
+
 std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const std::vector<PlannedCell>& group,
                                               const RunPlan& plan, const std::function<void(const Cell&)>& on_done) {
   std::vector<Cell> out;
-  auto finish = [&](Cell c) {
+  const Finish finish = [&](Cell c) {
     if (on_done) on_done(c);
     out.push_back(std::move(c));
   };
@@ -131,22 +200,9 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     Scratch scratch("torchconform-recipe-");
     const std::string stream = scratch.file("cells.jsonl"), crumb = scratch.file("breadcrumb"),
                       log = scratch.file("output.log");
-    child::Spec spec;
-    if (plan.fork_recipe_processes && forking::single_threaded()) {
-      spec.body = [&registry, sub = group_plan(rest, plan, stream), crumb] {
-        stream_cells(registry, sub, crumb);
-        return 0;
-      };
-    } else {
-      spec.argv = child_argv(rest, plan, scratch);
-    }
-    spec.log_path = log;
-    spec.env = {{"TORCHCONFORM_RECIPE_PROCESS", "1"}};
-    spec.timeout = std::chrono::hours(24 * 365);  // each cell has its own deadline, kept below
-    spec.kill_grace = std::chrono::seconds(5);
     std::unique_ptr<child::Process> process;
     try {
-      process = std::make_unique<child::Process>(spec);
+      process = std::make_unique<child::Process>(recipe_process_spec(registry, rest, plan, scratch, stream, crumb));
     } catch (const std::exception& e) {
       for (; next < group.size(); ++next) {
         finish(unfinished(registry, group[next], std::string("harness error: cannot start the recipe's process: ") + e.what(), 0));
@@ -158,22 +214,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     bool ended = false;
     for (;;) {
       const bool exited = process->finished();
-      for (const std::string& line : new_lines(stream, offset)) {
-        if (next >= group.size()) break;
-        Cell c;
-        try {
-          c = cell_from_json(nlohmann::json::parse(line));
-        } catch (const std::exception& e) {
-          c = unfinished(registry, group[next], std::string("harness error: the recipe's process reported an unreadable cell: ") + e.what(), 0);
-        }
-        if (c.check != group[next].check->name || c.recipe != group[next].recipe->name) {
-          c = unfinished(registry, group[next], "harness error: the recipe's process reported " + c.check + "/" + c.recipe +
-                                                    " where " + group[next].check->name + " was expected", 0);
-        }
-        finish(std::move(c));
-        ++next;
-        cell_start = Clock::now();
-      }
+      take_streamed_cells(registry, group, stream, offset, next, cell_start, finish);
       if (next >= group.size()) {
         process->wait_until(Clock::now() + std::chrono::seconds(30));  // its exit status says nothing more
         ended = true;
@@ -182,21 +223,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
       if (exited) break;
       const double elapsed = std::chrono::duration<double>(Clock::now() - cell_start).count();
       if (elapsed > deadline_s(group[next], plan)) {
-        const std::string where = breadcrumb::describe(crumb);
-        const std::string output = child::tail_of(log, 1500);  // read first: stopped, the child removes its scratch
-        process->wait_until(Clock::now());  // SIGTERM to the group, SIGKILL 5 s later
-        const std::string how = "killed after " + std::to_string(static_cast<long>(elapsed)) + " s (the cell's deadline, " +
-                                std::to_string(deadline_s(group[next], plan)) + " s: " +
-                                (plan.cell_timeout_s > 0 ? "--cell-timeout" : "the check's Timeout, or --cell-timeout") + ")";
-        finish(unfinished(registry, group[next],
-                          unfinished_cell_evidence("was " + how, group[next].check->name, where, output, ""), elapsed));
-        const std::string hung = group[next].check->name;
-        for (++next; next < group.size(); ++next) {
-          finish(unfinished(registry, group[next],
-                            "not run: the recipe's process hung in " + hung + " and was killed at the deadline; a recipe that "
-                            "hangs once is not started again for its other cells (each would wait out a deadline)",
-                            0));
-        }
+        stop_at_deadline(registry, group, plan, *process, crumb, log, elapsed, next, finish);
         ended = true;
         break;
       }

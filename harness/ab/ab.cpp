@@ -88,14 +88,90 @@ void add_cache_misses(const BenchmarkRecord& x, const BenchmarkRecord& y, std::m
   }
 }
 
+const BenchmarkRecord* find_record(const std::vector<BenchmarkRecord>& recs, const Key& k) {
+  for (const BenchmarkRecord& r : recs) {
+    if (r.name == k.first && r.device == k.second) return &r;
+  }
+  return nullptr;
+}
+
+// A benchmark only one side ran: not compared.
+AbBench one_sided(const std::vector<AbRound>& rounds, const Key& k, bool in_base, double threshold) {
+  AbBench b;
+  b.name = k.first;
+  b.device = k.second;
+  b.threshold = threshold;
+  b.status = in_base ? AbStatus::kBaseOnly : AbStatus::kNewOnly;
+  b.note = in_base ? "only BASE ran it: not compared" : "only NEW ran it: not compared";
+  for (const AbRound& r : rounds) {
+    if (const BenchmarkRecord* x = find_record(in_base ? r.base : r.next, k)) b.unit = x->unit;
+  }
+  b.direction = direction_for_unit(b.unit);
+  return b;
+}
+
+// The rounds where both sides have the benchmark, each one's values and ratio; BASE's unit returned.
+std::string pair_rounds(const std::vector<AbRound>& rounds, const Key& k, const AbOptions& o, AbBench& b) {
+  std::string base_unit;
+  for (size_t i = 0; i < rounds.size(); ++i) {
+    const BenchmarkRecord* x = find_record(rounds[i].base, k);
+    const BenchmarkRecord* y = find_record(rounds[i].next, k);
+    if (x) base_unit = x->unit;
+    if (y) b.unit = y->unit;
+    if (!x || !y) continue;
+    const double bv = round_value(*x, o.cpu_time, o.instructions), nv = round_value(*y, o.cpu_time, o.instructions);
+    if (!(bv > 0.0) || !(nv >= 0.0)) continue;  // no ratio of a zero or NaN base
+    b.rounds.push_back(static_cast<int>(i));
+    b.base.push_back(bv);
+    b.next.push_back(nv);
+    b.ratios.push_back(nv / bv);
+    if (o.instructions) add_cache_misses(*x, *y, b.beside);
+  }
+  // A counter missing from some paired round is not shown: its values would not line up.
+  for (auto it = b.beside.begin(); it != b.beside.end();) {
+    it = it->second.base.size() == b.ratios.size() ? std::next(it) : b.beside.erase(it);
+  }
+  return base_unit;
+}
+
+// A benchmark both sides ran: its paired rounds judged.
+AbBench two_sided(const std::vector<AbRound>& rounds, const Key& k, const AbOptions& o, double threshold) {
+  AbBench b;
+  b.name = k.first;
+  b.device = k.second;
+  b.threshold = threshold;  // the one judge_ratios applies
+  const std::string base_unit = pair_rounds(rounds, k, o, b);
+  b.direction = direction_for_unit(b.unit);
+  if (base_unit != b.unit) {
+    b.status = AbStatus::kUnitChanged;
+    b.note = "unit changed from '" + base_unit + "' to '" + b.unit + "': not compared";
+    b.ratios.clear();
+    return b;
+  }
+  if (o.instructions) {  // counted per iteration, whatever the benchmark's time unit: fewer is better
+    b.unit = "instructions";
+    b.direction = Direction::kLowerIsBetter;
+  }
+  judge_ratios(b, o.level);
+  if (b.ratios.size() < rounds.size()) {
+    std::ostringstream s;
+    s << (b.note.empty() ? "" : "; ") << rounds.size() - b.ratios.size() << " round(s) without a value on both sides left out"
+      << (o.instructions ? " (no instruction counts: a build older than `bench --measure instructions`, or a "
+                           "benchmark whose timed loop was not counted)"
+          : o.cpu_time   ? " (a report without CPU times: a build older than cpu_samples)"
+                         : "");
+    b.note += s.str();
+  }
+  return b;
+}
+
 }  // namespace
 
 AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
   AbResult result;
   result.options = o;
   result.rounds = static_cast<int>(rounds.size());
-  for (const AbRound& r : rounds) result.round_info.push_back({r.base_first, r.load1});
-
+  for (const AbRound& r : rounds) result.round_info.push_back(r.info);
   // Every benchmark seen on either side, in first-seen order (NEW's, then BASE's).
   std::vector<Key> order;
   std::set<Key> seen, in_base, in_next;
@@ -108,73 +184,11 @@ AbResult ab_compare(const std::vector<AbRound>& rounds, const AbOptions& o) {
   };
   for (const AbRound& r : rounds) note(r.next, in_next);
   for (const AbRound& r : rounds) note(r.base, in_base);
-
-  auto find = [](const std::vector<BenchmarkRecord>& recs, const Key& k) -> const BenchmarkRecord* {
-    for (const BenchmarkRecord& r : recs) {
-      if (r.name == k.first && r.device == k.second) return &r;
-    }
-    return nullptr;
-  };
-
   for (const Key& k : order) {
-    AbBench b;
-    b.name = k.first;
-    b.device = k.second;
-    auto th = o.metric_thresholds.find(b.name);
-    b.threshold = th != o.metric_thresholds.end() ? th->second : o.threshold;
-    if (!in_base.count(k) || !in_next.count(k)) {
-      b.status = in_base.count(k) ? AbStatus::kBaseOnly : AbStatus::kNewOnly;
-      b.note = in_base.count(k) ? "only BASE ran it: not compared" : "only NEW ran it: not compared";
-      for (const AbRound& r : rounds) {
-        if (const BenchmarkRecord* x = find(in_base.count(k) ? r.base : r.next, k)) b.unit = x->unit;
-      }
-      b.direction = direction_for_unit(b.unit);
-      result.benchmarks.push_back(std::move(b));
-      continue;
-    }
-    std::string base_unit;
-    for (size_t i = 0; i < rounds.size(); ++i) {
-      const BenchmarkRecord* x = find(rounds[i].base, k);
-      const BenchmarkRecord* y = find(rounds[i].next, k);
-      if (x) base_unit = x->unit;
-      if (y) b.unit = y->unit;
-      if (!x || !y) continue;
-      const double bv = round_value(*x, o.cpu_time, o.instructions), nv = round_value(*y, o.cpu_time, o.instructions);
-      if (!(bv > 0.0) || !(nv >= 0.0)) continue;  // no ratio of a zero or NaN base
-      b.rounds.push_back(static_cast<int>(i));
-      b.base.push_back(bv);
-      b.next.push_back(nv);
-      b.ratios.push_back(nv / bv);
-      if (o.instructions) add_cache_misses(*x, *y, b.beside);
-    }
-    // A counter missing from some paired round is not shown: its values would not line up.
-    for (auto it = b.beside.begin(); it != b.beside.end();) {
-      it = it->second.base.size() == b.ratios.size() ? std::next(it) : b.beside.erase(it);
-    }
-    b.direction = direction_for_unit(b.unit);
-    if (base_unit != b.unit) {
-      b.status = AbStatus::kUnitChanged;
-      b.note = "unit changed from '" + base_unit + "' to '" + b.unit + "': not compared";
-      b.ratios.clear();
-      result.benchmarks.push_back(std::move(b));
-      continue;
-    }
-    if (o.instructions) {  // counted per iteration, whatever the benchmark's time unit: fewer is better
-      b.unit = "instructions";
-      b.direction = Direction::kLowerIsBetter;
-    }
-    judge_ratios(b, o.level);
-    if (b.ratios.size() < rounds.size()) {
-      std::ostringstream s;
-      s << (b.note.empty() ? "" : "; ") << rounds.size() - b.ratios.size()
-        << " round(s) without a value on both sides left out"
-        << (o.instructions ? " (no instruction counts: a build older than `bench --measure instructions`, or a "
-                             "benchmark whose timed loop was not counted)"
-            : o.cpu_time   ? " (a report without CPU times: a build older than cpu_samples)"
-                           : "");
-      b.note += s.str();
-    }
-    result.benchmarks.push_back(std::move(b));
+    auto th = o.metric_thresholds.find(k.first);
+    const double threshold = th != o.metric_thresholds.end() ? th->second : o.threshold;
+    result.benchmarks.push_back(in_base.count(k) && in_next.count(k) ? two_sided(rounds, k, o, threshold)
+                                                                      : one_sided(rounds, k, in_base.count(k) > 0, threshold));
   }
   return result;
 }

@@ -1,12 +1,12 @@
 // Paired A/B benchmarking (`torchconform ab BASE NEW`): the statistics and the verdict, as pure
-// functions over the records of the rounds (no I/O, no processes; the CLI's ab/run.cpp launches
-// the two builds, text.cpp / html.cpp / json.cpp format the result).
+// functions over the records of the rounds (no I/O, no processes; the CLI's ab/ab_launch.cpp
+// launches the two builds, ab_text.cpp / ab_html.cpp / ab_json.cpp format the result).
 //
 // Why paired: `compare` tests the samples of two runs made at different times, so a shift of the
 // whole machine between the runs (another job starting) reads as a change of the code. `ab` runs
 // BASE and NEW in rounds, each round one measurement of each in a random order (one repetition
 // of each, the two builds taking turns side by side; or, pairing runs, a short benchmark process
-// of each: harness/ab/run.h), and judges the per-round ratio NEW/BASE: a shift that lasts longer
+// of each: harness/ab/ab_launch.h), and judges the per-round ratio NEW/BASE: a shift that lasts longer
 // than a round hits both sides of that round alike and cancels in the ratio; a random order keeps
 // a drift inside a round from favouring one side.
 //
@@ -62,23 +62,30 @@ struct AbOptions {
   // memory, threading and waiting, but not moved by other jobs on the machine.
   bool instructions = false;
 
-  AbOptions& set_threshold(double t) { threshold = t; return *this; }
-  AbOptions& metric_threshold(const std::string& name, double t) {
+  AbOptions& with_threshold(double t) { threshold = t; return *this; }
+  AbOptions& with_metric_threshold(const std::string& name, double t) {
     metric_thresholds[name] = t;
     return *this;
   }
-  AbOptions& set_strict(bool s) { strict = s; return *this; }
-  AbOptions& set_cpu_time(bool c) { cpu_time = c; return *this; }
-  AbOptions& set_instructions(bool i) { instructions = i; return *this; }
+  AbOptions& with_strict(bool s) { strict = s; return *this; }
+  AbOptions& with_cpu_time(bool c) { cpu_time = c; return *this; }
+  AbOptions& with_instructions(bool i) { instructions = i; return *this; }
   // "real", "cpu" or "instructions": what a round's value is.
   const char* time_name() const { return instructions ? "instructions" : cpu_time ? "cpu" : "real"; }
 };
 
-// One round: which side ran first, the machine's 1-minute load average when it started, and the
-// benchmark records each side wrote.
-struct AbRound {
+// How one round ran: its index, which side went first, the machine's 1-minute load average when it
+// started (< 0: unknown) and each side's wall time (0: not timed apart, e.g. both sides at once).
+struct AbRoundInfo {
+  int index = 0;
   bool base_first = true;
-  double load1 = -1.0;  // < 0: unknown
+  double load1 = -1.0;
+  double base_wall_s = 0.0, next_wall_s = 0.0;
+};
+
+// One round: how it ran, and the benchmark records each side wrote.
+struct AbRound {
+  AbRoundInfo info;
   std::vector<BenchmarkRecord> base, next;
 };
 
@@ -109,11 +116,6 @@ struct AbBench {
     std::vector<double> base, next;
   };
   std::map<std::string, Beside> beside;
-};
-
-struct AbRoundInfo {
-  bool base_first = true;
-  double load1 = -1.0;
 };
 
 struct AbResult {

@@ -1,5 +1,5 @@
 // Turn-taking between `ab` and the two `bench` processes it runs side by side (`ab --pairing
-// repetition`, harness/ab/run.cpp): both builds are started at once on the same benchmark, and each
+// repetition`, harness/ab/ab_launch.cpp): both builds are started at once on the same benchmark, and each
 // repetition of each waits for its turn, so that BASE's and NEW's repetitions alternate in the
 // order `ab` draws and the two sides of a pair are measured within a fraction of a second of each
 // other. A side that waits is blocked on a read, using no CPU.

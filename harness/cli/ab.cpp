@@ -1,5 +1,5 @@
 // `torchconform ab BASE NEW [-- bench flags]`: paired A/B benchmarking of two builds (the statistics
-// in harness/ab/ab.h, the launching in harness/ab/run.h). Exit 0 no regression, 1 a regression
+// in harness/ab/ab.h, the launching in harness/ab/ab_launch.h). Exit 0 no regression, 1 a regression
 // (strict: or an inconclusive benchmark), 2 bad input, a program that is not torchconform, a
 // failing child run.
 #include <chrono>
@@ -14,8 +14,8 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/ab/ab.h"
-#include "harness/ab/report.h"
-#include "harness/ab/run.h"
+#include "harness/ab/ab_report.h"
+#include "harness/ab/ab_launch.h"
 #include "harness/cli/common.h"
 #include "harness/compare.h"
 #include "harness/instructions.h"
@@ -42,10 +42,10 @@ struct AbArgs {
 };
 
 // One line per round of `--pairing run` on stderr: the first three benchmarks' values and ratio.
-void print_round(const AbRoundLog& rl, const AbRound& round, int planned) {
+void print_round(const AbRound& round, int planned) {
   std::ostringstream line;
-  line << "torchconform ab: round " << rl.index + 1 << "/" << planned << " ("
-       << (rl.base_first ? "BASE, NEW" : "NEW, BASE") << "; load " << rl.load1 << "):";
+  line << "torchconform ab: round " << round.info.index + 1 << "/" << planned << " ("
+       << (round.info.base_first ? "BASE, NEW" : "NEW, BASE") << "; load " << round.info.load1 << "):";
   const AbResult one = ab_compare({round}, AbOptions{});
   int shown = 0;
   for (const AbBench& b : one.benchmarks) {
@@ -86,11 +86,11 @@ int cmd_ab(const AbArgs& a, int argc, char** argv) {
   const bool counted = a.time == "instructions";
   // Counted instructions of identical builds differ by about 0.1% (docs/benchmarks-and-gating.md):
   // 0.5% keeps five times that margin and still catches a 1% change.
-  options.set_threshold(counted && !a.threshold_given ? instructions::kDefaultThreshold : parse_percent(a.threshold)).set_strict(a.strict).set_cpu_time(a.time == "cpu");
-  options.set_instructions(counted);
+  options.with_threshold(counted && !a.threshold_given ? instructions::kDefaultThreshold : parse_percent(a.threshold)).with_strict(a.strict).with_cpu_time(a.time == "cpu");
+  options.with_instructions(counted);
   for (const std::string& m : a.metric_thresholds) {
     auto [name, t] = parse_metric_threshold(m);
-    options.metric_threshold(name, t);
+    options.with_metric_threshold(name, t);
   }
   const bool by_repetition = a.pairing == "repetition";
   if (counted && !by_repetition) throw UsageError("--time instructions pairs repetitions (leave --pairing at repetition)");

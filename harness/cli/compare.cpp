@@ -31,10 +31,10 @@ struct CompareArgs {
 
 int cmd_compare(const CompareArgs& a) {
   CompareOptions options;
-  options.set_threshold(parse_percent(a.threshold));
+  options.with_threshold(parse_percent(a.threshold));
   for (const std::string& m : a.metric_thresholds) {
     auto [name, t] = parse_metric_threshold(m);
-    options.metric_threshold(name, t);
+    options.with_metric_threshold(name, t);
   }
   options.numerics = numerics_gate_from_string(a.numerics);
   options.instruction_threshold = parse_percent(a.instruction_threshold);

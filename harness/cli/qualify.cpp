@@ -1,5 +1,5 @@
 // `torchconform qualify`: the same short probes on every device at once, naming the device that is
-// off the others (harness/qualify/, the device half in harness/qualify/probes/). Exit 0 none
+// off the others (harness/qualify/, the device half in suites/qualify_probes/). Exit 0 none
 // flagged, 1 a device flagged, 2 bad usage or launch failure.
 #include <memory>
 #include <string>

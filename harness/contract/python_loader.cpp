@@ -1,21 +1,13 @@
 #include "harness/contract/python_loader.h"
 
-#include <stdexcept>
+#include "harness/contract/one_slot.h"
 
 namespace tc {
-namespace {
-PythonLoader& slot() {
-  static PythonLoader loader;
-  return loader;
-}
-}  // namespace
 
-bool set_python_loader(PythonLoader loader) {
-  if (slot()) throw std::logic_error("a Python recipe loader is already registered");
-  slot() = std::move(loader);
-  return true;
-}
+using PythonLoaderSlot = OneSlot<PythonLoader, struct PythonLoaderSlotTag>;
 
-const PythonLoader* python_loader() { return slot() ? &slot() : nullptr; }
+bool set_python_loader(PythonLoader loader) { return PythonLoaderSlot::set(std::move(loader), "a Python recipe loader"); }
+
+const PythonLoader* python_loader() { return PythonLoaderSlot::get(); }
 
 }  // namespace tc

@@ -4,16 +4,17 @@
 // The Python bridge (python/bridge/, a layer above the contract) loads the class in the interpreter
 // it embeds and registers a tc::Run that adapts it, at run time, with Registry::add_recipe. It hands
 // its loader to the command line through this one registration, as qualify's device half
-// (harness/qualify/probes/) hands over its worker (qualify_probe.h): the command line includes only the contract, and a binary built without
+// (suites/qualify_probes/) hands over its worker (qualify_probe.h): the command line includes only the contract, and a binary built without
 // the bridge says so rather than knowing nothing of Python.
 //
 //   static const bool registered = tc::set_python_loader([](const std::string& spec) {
 //     ... import the file, register its recipes ...; return std::vector<tc::PythonRecipe>{...};
 //   });
 //
-// A process the runner starts again (a part of a cell in a fresh process, a torchrun rank) must
-// load the same specs before it looks a recipe up: RunPlan::python_specs and
-// CheckContext::python_specs carry them (absolute paths), each passed on as `--python SPEC`.
+// A process the runner starts again (a part of a cell in a fresh process, a torchrun rank, a
+// recipe's process) must load the cell's recipe before it looks it up: each PythonRecipe's `spec`
+// (absolute, one class) becomes RecipeInfo::load_spec, which CheckContext::python_specs passes on
+// as `--python SPEC`, and nothing else (the other recipes of the run are not loaded there).
 #pragma once
 
 #include <functional>

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "harness/contract/one_slot.h"
+
 namespace tc::qualify {
 
 using nlohmann::json;
@@ -79,19 +81,10 @@ RankResult rank_result_from_json(const json& j) {
   return r;
 }
 
-namespace {
-Worker& slot() {
-  static Worker w;
-  return w;
-}
-}  // namespace
+using WorkerSlot = OneSlot<Worker, struct WorkerSlotTag>;
 
-bool set_worker(Worker w) {
-  if (slot()) throw std::logic_error("a qualification worker is registered twice");
-  slot() = std::move(w);
-  return true;
-}
+bool set_worker(Worker w) { return WorkerSlot::set(std::move(w), "a qualification worker"); }
 
-const Worker* worker() { return slot() ? &slot() : nullptr; }
+const Worker* worker() { return WorkerSlot::get(); }
 
 }  // namespace tc::qualify

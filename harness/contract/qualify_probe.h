@@ -1,7 +1,7 @@
 // Qualification probes (`torchconform qualify`): what one rank measures on its device, and the one
-// registration through which harness/qualify/probes hands its worker to the CLI. The harness core launches
+// registration through which suites/qualify_probes hands its worker to the CLI. The harness core launches
 // torchrun, calls the worker on every rank, judges rank 0's gathered figures (harness/qualify/qualify.h)
-// and formats them; the probes themselves need LibTorch and c10d and live in harness/qualify/probes.
+// and formats them; the probes themselves need LibTorch and c10d and live in suites/qualify_probes.
 //
 //   static const bool registered = tc::qualify::set_worker([](const tc::qualify::WorkerOptions& o) {
 //     ... every rank measures, rank 0 returns every rank's RankResult, the others return {} ...
@@ -64,10 +64,10 @@ struct WorkerOptions {
 // std::runtime_error when a probe or the group fails.
 using Worker = std::function<std::vector<RankResult>(const WorkerOptions&)>;
 
-// Registers the one worker (static registration from harness/qualify/probes); a second throws
+// Registers the one worker (static registration from suites/qualify_probes); a second throws
 // std::logic_error. Returns true, for `static const bool x = set_worker(...)`.
 bool set_worker(Worker worker);
-// The registered worker; nullptr in a binary without harness/qualify/probes.
+// The registered worker; nullptr in a binary without suites/qualify_probes.
 const Worker* worker();
 
 }  // namespace tc::qualify

@@ -63,7 +63,7 @@ int report_and_exit(Report rep, const Args& a) {
 // Under torchrun: this rank's share. Rank 0 judges (or hands the figures to our launcher).
 int as_worker(const Args& a, const json& header) {
   const Worker* w = worker();
-  if (w == nullptr) fail("this binary has no qualification probes (harness/qualify/probes is not linked in)");
+  if (w == nullptr) fail("this binary has no qualification probes (suites/qualify_probes is not linked in)");
   WorkerOptions o;
   o.device = a.device;
   o.repetitions = a.repetitions;
@@ -88,7 +88,7 @@ int as_worker(const Args& a, const json& header) {
 int run_command(const Args& a, const json& header, const std::string& self) {
   validate(a);
   if (under_torchrun()) return as_worker(a, header);
-  if (worker() == nullptr) fail("this binary has no qualification probes (harness/qualify/probes is not linked in)");
+  if (worker() == nullptr) fail("this binary has no qualification probes (suites/qualify_probes is not linked in)");
 
   int nproc = a.nproc;
   if (a.device == "cuda") {

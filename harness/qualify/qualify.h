@@ -1,5 +1,5 @@
 // `torchconform qualify`: which device of a machine (or of a torchrun job) is the odd one out.
-// Every rank runs the registered probes (harness/qualify/probes, through harness/contract/qualify_probe.h)
+// Every rank runs the registered probes (suites/qualify_probes, through harness/contract/qualify_probe.h)
 // at the same time; rank 0 gathers them, judges them (harness/qualify/assess.h) and reports.
 //
 // Outside torchrun this launches torchrun on this binary (one rank per GPU with --device cuda, N CPU
@@ -41,7 +41,7 @@ struct Report {
 // The whole command; `header` is what every report starts with (tool, run, environment).
 int run_command(const Args& args, const nlohmann::json& header, const std::string& self_executable);
 
-// Reporters (harness/qualify/report.cpp): format only.
+// Reporters (harness/qualify/qualify_report.cpp): format only.
 std::string render_text(const Report& r);
 nlohmann::json report_json(const Report& r);  // "schema": "torchconform.qualify/2"
 std::string render_html(const Report& r);

@@ -62,7 +62,7 @@ TEST(Compare, SignificantButWithinThresholdIsNoRegression) {
   EXPECT_TRUE(c.significant);
   EXPECT_EQ(c.status, BenchStatus::kUnchanged);
   // ... unless that metric's own threshold is lower.
-  BenchChange d = compare_benchmark(bench("s", "ms", a), bench("s", "ms", b), CompareOptions{}.metric_threshold("s", 0.01));
+  BenchChange d = compare_benchmark(bench("s", "ms", a), bench("s", "ms", b), CompareOptions{}.with_metric_threshold("s", 0.01));
   EXPECT_EQ(d.status, BenchStatus::kRegression);
   EXPECT_DOUBLE_EQ(d.threshold, 0.01);
 }

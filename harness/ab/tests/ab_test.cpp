@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/ab/ab.h"
-#include "harness/ab/report.h"
+#include "harness/ab/ab_report.h"
 #include "harness/tests/approval.h"
 #include "harness/util/statistics.h"
 
@@ -101,8 +101,9 @@ std::vector<AbRound> rounds_of(const std::vector<double>& base, const std::vecto
   std::vector<AbRound> rounds;
   for (size_t i = 0; i < base.size(); ++i) {
     AbRound r;
-    r.base_first = i % 2 == 0;
-    r.load1 = 2.0 + static_cast<double>(i);
+    r.info.index = static_cast<int>(i);
+    r.info.base_first = i % 2 == 0;
+    r.info.load1 = 2.0 + static_cast<double>(i);
     r.base = {rec("step", "ms", {base[i]})};
     r.next = {rec("step", "ms", {next[i]})};
     rounds.push_back(r);
@@ -156,12 +157,12 @@ TEST(AbCompare, WithCpuTimeARoundsValueIsTheMedianOfItsCpuTimes) {
   }
   const AbResult real = ab_compare(rounds, AbOptions{});
   EXPECT_NE(real.benchmarks[0].status, AbStatus::kRegression);
-  const AbResult cpu = ab_compare(rounds, AbOptions{}.set_cpu_time(true));
+  const AbResult cpu = ab_compare(rounds, AbOptions{}.with_cpu_time(true));
   EXPECT_NEAR(cpu.benchmarks[0].ratio.median, 1.1, 1e-12);
   EXPECT_EQ(cpu.benchmarks[0].status, AbStatus::kRegression);
   // Reports without CPU times (written by an older build): no pair, said why.
   for (AbRound& x : rounds) x.base[0].cpu_samples.clear();
-  const AbResult old = ab_compare(rounds, AbOptions{}.set_cpu_time(true));
+  const AbResult old = ab_compare(rounds, AbOptions{}.with_cpu_time(true));
   EXPECT_EQ(old.benchmarks[0].status, AbStatus::kInconclusive);
   EXPECT_NE(old.benchmarks[0].note.find("without CPU times"), std::string::npos) << old.benchmarks[0].note;
 }
@@ -180,16 +181,16 @@ TEST(AbCompare, WithInstructionsARoundsValueIsItsCountedInstructionsAndFewerIsBe
     rounds[i].base[0].counters["instructions"] = {{9.0e6 + static_cast<double>(i)}, 9.0e6 + static_cast<double>(i)};
     rounds[i].next[0].counters["instructions"] = {{9.09e6}, 9.09e6};
   }
-  const AbResult counted = ab_compare(rounds, AbOptions{}.set_instructions(true).set_threshold(0.005));
+  const AbResult counted = ab_compare(rounds, AbOptions{}.with_instructions(true).with_threshold(0.005));
   ASSERT_EQ(counted.benchmarks.size(), 1u);
   EXPECT_EQ(counted.benchmarks[0].unit, "instructions");
   EXPECT_EQ(counted.benchmarks[0].direction, Direction::kLowerIsBetter);
   EXPECT_NEAR(counted.benchmarks[0].ratio.median, 1.01, 1e-6);
   EXPECT_EQ(counted.benchmarks[0].status, AbStatus::kRegression);
-  EXPECT_STREQ(AbOptions{}.set_instructions(true).time_name(), "instructions");
+  EXPECT_STREQ(AbOptions{}.with_instructions(true).time_name(), "instructions");
   // A side without counts (an older build): no pair, said why.
   for (AbRound& x : rounds) x.next[0].counters.clear();
-  const AbResult old = ab_compare(rounds, AbOptions{}.set_instructions(true));
+  const AbResult old = ab_compare(rounds, AbOptions{}.with_instructions(true));
   EXPECT_EQ(old.benchmarks[0].status, AbStatus::kInconclusive);
   EXPECT_NE(old.benchmarks[0].note.find("no instruction counts"), std::string::npos) << old.benchmarks[0].note;
 }
@@ -205,7 +206,7 @@ TEST(AbCompare, SimulatedCacheMissesAreCarriedBesideTheCountsAndNotJudged) {
     if (i != 2) rounds[i].next[0].counters["ll_misses"] = {{10.0}, 10.0};  // one round without: not shown
     rounds[i].base[0].counters["ll_misses"] = {{10.0}, 10.0};
   }
-  const AbResult r = ab_compare(rounds, AbOptions{}.set_instructions(true).set_threshold(0.005));
+  const AbResult r = ab_compare(rounds, AbOptions{}.with_instructions(true).with_threshold(0.005));
   ASSERT_EQ(r.benchmarks.size(), 1u);
   const AbBench& b = r.benchmarks[0];
   EXPECT_EQ(b.status, AbStatus::kUnchanged);
@@ -257,7 +258,7 @@ TEST(AbCompare, AMetricThresholdAppliesToItsBenchmarkOnly) {
     r.base.push_back(rec("other", "ms", {2.0}));
     r.next.push_back(rec("other", "ms", {2.16}));
   }
-  const AbResult r = ab_compare(rounds, AbOptions{}.metric_threshold("step", 0.10));
+  const AbResult r = ab_compare(rounds, AbOptions{}.with_metric_threshold("step", 0.10));
   EXPECT_EQ(r.benchmarks[0].name, "step");
   EXPECT_DOUBLE_EQ(r.benchmarks[0].threshold, 0.10);
   EXPECT_EQ(r.benchmarks[0].status, AbStatus::kUnchanged);
@@ -271,7 +272,7 @@ TEST(AbGate, InconclusivePassesUnlessStrict) {
   ASSERT_EQ(loose.benchmarks[0].status, AbStatus::kInconclusive);
   EXPECT_EQ(exit_code_for(loose), 0);
   EXPECT_NE(ab_gate_line(loose).find("PASS (0 regressed, 1 inconclusive"), std::string::npos) << ab_gate_line(loose);
-  const AbResult strict = ab_compare(rounds_of(base, next), AbOptions{}.set_strict(true));
+  const AbResult strict = ab_compare(rounds_of(base, next), AbOptions{}.with_strict(true));
   EXPECT_EQ(exit_code_for(strict), 1);
   EXPECT_NE(ab_gate_line(strict).find("FAIL"), std::string::npos);
 }

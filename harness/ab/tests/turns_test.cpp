@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/ab/run.h"
+#include "harness/ab/ab_launch.h"
 #include "harness/ab/turns.h"
 #include "harness/cli.h"
 #include "harness/contract/bench_registry.h"

@@ -1,7 +1,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/ab/report.h"
+#include "harness/ab/ab_report.h"
+#include "harness/compare_html.h"
 #include "harness/html_parts.h"
 #include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
@@ -43,6 +44,56 @@ std::string ratio_chart(const AbBench& b, double level) {
 
 }  // namespace
 
+namespace {
+
+void benchmarks_table(std::ostringstream& h, const AbResult& r) {
+  h << "<h2>Benchmarks</h2>\n";
+  if (r.benchmarks.empty()) h << "<p>none</p>\n";
+  else {
+    h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>pairs</th>"
+         "<th>base median</th><th>new median</th><th>median ratio</th><th>interval</th><th>threshold</th>"
+         "<th>status</th></tr></thead><tbody>\n";
+    for (const AbBench& b : r.benchmarks) {
+      const bool paired = !b.ratios.empty();
+      h << "<tr class=\"bench " << to_string(b.status) << "\" data-name=\"" << escape(b.name) << "\" data-device=\""
+        << escape(b.device) << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>"
+        << escape(b.unit) << "</td><td>" << b.ratios.size() << "</td><td>"
+        << (paired ? num(stats::median(b.base)) : "-") << "</td><td>" << (paired ? num(stats::median(b.next)) : "-")
+        << "</td><td>" << (paired ? ratio(b.ratio.median) : "-") << "</td><td>"
+        << (b.ratio.has_interval ? std::string("[").append(ratio(b.ratio.lo)).append(", ").append(ratio(b.ratio.hi)).append("]") : "-") << "</td><td>"
+        << pct(b.threshold) << "</td><td class=\"verdict\">" << to_string(b.status);
+      if (!b.note.empty()) h << "<div class=\"warn\">" << escape(b.note) << "</div>";
+      h << "</td></tr>\n";
+    }
+    h << "</tbody></table>\n";
+  }
+}
+
+// Per benchmark: its ratio chart and the table of its rounds.
+void series_section(std::ostringstream& h, const AbResult& r) {
+  for (const AbBench& b : r.benchmarks) {
+    if (b.ratios.empty()) continue;
+    h << "<div class=\"series " << to_string(b.status) << "\" data-name=\"" << escape(b.name) << "\" data-device=\""
+      << escape(b.device) << "\" data-status=\"" << to_string(b.status) << "\">\n<h3>" << escape(b.name) << " ["
+      << escape(b.device) << "]: " << to_string(b.status) << "</h3>\n"
+      << ratio_chart(b, r.options.level)
+      << "\n<div class=\"legend\"><span class=\"sw0\">&#9644; ratio by round</span><span class=\"sw1\">&#9644; "
+         "1 &plusmn; threshold</span><span class=\"sw2\">&#9644; median ratio</span><span class=\"sw3\">&#9644; "
+         "its interval</span></div>\n";
+    h << "<table class=\"rounds\"><thead><tr><th>round</th><th>order</th><th>load (1 min)</th><th>base ("
+      << escape(b.unit) << ")</th><th>new (" << escape(b.unit) << ")</th><th>ratio</th></tr></thead><tbody>\n";
+    for (size_t i = 0; i < b.ratios.size(); ++i) {
+      const AbRoundInfo& info = r.round_info[static_cast<size_t>(b.rounds[i])];
+      h << "<tr><td>" << b.rounds[i] + 1 << "</td><td>" << (info.base_first ? "base, new" : "new, base")
+        << "</td><td>" << (info.load1 >= 0 ? num(info.load1) : "-") << "</td><td>" << num(b.base[i]) << "</td><td>"
+        << num(b.next[i]) << "</td><td>" << ratio(b.ratios[i]) << "</td></tr>\n";
+    }
+    h << "</tbody></table></div>\n";
+  }
+}
+
+}  // namespace
+
 std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
   std::ostringstream h;
   const bool fail = exit_code_for(r) != 0;
@@ -69,58 +120,9 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
        "otherwise ("
     << (r.options.strict ? "fails the gate: strict" : "passes the gate") << ").</p>\n";
 
-  h << "<h2>Environment</h2>\n";
-  if (run.environment.empty()) {
-    h << "<p id=\"environment\">identical</p>\n";
-  } else {
-    h << "<table id=\"environment\"><thead><tr><th>key</th><th>base</th><th>new</th></tr></thead><tbody>\n";
-    for (const EnvChange& e : run.environment) {
-      h << "<tr><td>" << escape(e.key) << "</td><td>" << escape(e.base) << "</td><td>" << escape(e.next)
-        << "</td></tr>\n";
-    }
-    h << "</tbody></table>\n";
-  }
-
-  h << "<h2>Benchmarks</h2>\n";
-  if (r.benchmarks.empty()) h << "<p>none</p>\n";
-  else {
-    h << "<table id=\"benchmarks\"><thead><tr><th>name</th><th>device</th><th>unit</th><th>pairs</th>"
-         "<th>base median</th><th>new median</th><th>median ratio</th><th>interval</th><th>threshold</th>"
-         "<th>status</th></tr></thead><tbody>\n";
-    for (const AbBench& b : r.benchmarks) {
-      const bool paired = !b.ratios.empty();
-      h << "<tr class=\"bench " << to_string(b.status) << "\" data-name=\"" << escape(b.name) << "\" data-device=\""
-        << escape(b.device) << "\"><td>" << escape(b.name) << "</td><td>" << escape(b.device) << "</td><td>"
-        << escape(b.unit) << "</td><td>" << b.ratios.size() << "</td><td>"
-        << (paired ? num(stats::median(b.base)) : "-") << "</td><td>" << (paired ? num(stats::median(b.next)) : "-")
-        << "</td><td>" << (paired ? ratio(b.ratio.median) : "-") << "</td><td>"
-        << (b.ratio.has_interval ? std::string("[").append(ratio(b.ratio.lo)).append(", ").append(ratio(b.ratio.hi)).append("]") : "-") << "</td><td>"
-        << pct(b.threshold) << "</td><td class=\"verdict\">" << to_string(b.status);
-      if (!b.note.empty()) h << "<div class=\"warn\">" << escape(b.note) << "</div>";
-      h << "</td></tr>\n";
-    }
-    h << "</tbody></table>\n";
-  }
-
-  for (const AbBench& b : r.benchmarks) {
-    if (b.ratios.empty()) continue;
-    h << "<div class=\"series " << to_string(b.status) << "\" data-name=\"" << escape(b.name) << "\" data-device=\""
-      << escape(b.device) << "\" data-status=\"" << to_string(b.status) << "\">\n<h3>" << escape(b.name) << " ["
-      << escape(b.device) << "]: " << to_string(b.status) << "</h3>\n"
-      << ratio_chart(b, r.options.level)
-      << "\n<div class=\"legend\"><span class=\"sw0\">&#9644; ratio by round</span><span class=\"sw1\">&#9644; "
-         "1 &plusmn; threshold</span><span class=\"sw2\">&#9644; median ratio</span><span class=\"sw3\">&#9644; "
-         "its interval</span></div>\n";
-    h << "<table class=\"rounds\"><thead><tr><th>round</th><th>order</th><th>load (1 min)</th><th>base ("
-      << escape(b.unit) << ")</th><th>new (" << escape(b.unit) << ")</th><th>ratio</th></tr></thead><tbody>\n";
-    for (size_t i = 0; i < b.ratios.size(); ++i) {
-      const AbRoundInfo& info = r.round_info[static_cast<size_t>(b.rounds[i])];
-      h << "<tr><td>" << b.rounds[i] + 1 << "</td><td>" << (info.base_first ? "base, new" : "new, base")
-        << "</td><td>" << (info.load1 >= 0 ? num(info.load1) : "-") << "</td><td>" << num(b.base[i]) << "</td><td>"
-        << num(b.next[i]) << "</td><td>" << ratio(b.ratios[i]) << "</td></tr>\n";
-    }
-    h << "</tbody></table></div>\n";
-  }
+  environment_section(h, run.environment);
+  benchmarks_table(h, r);
+  series_section(h, r);
   h << html::page_end();
   return h.str();
 }

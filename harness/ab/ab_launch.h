@@ -49,16 +49,8 @@ struct AbRunSpec {
   std::chrono::seconds child_timeout{600};
 };
 
-struct AbRoundLog {
-  int index = 0;
-  bool base_first = true;
-  double load1 = -1.0;
-  double base_wall_s = 0.0, next_wall_s = 0.0;
-};
-
 struct AbRunLog {
-  std::vector<AbRound> rounds;          // for ab_compare
-  std::vector<AbRoundLog> round_logs;   // order, load, wall time per round
+  std::vector<AbRound> rounds;          // for ab_compare; each with its order, load and wall times
   nlohmann::json base_environment, next_environment;  // from each side's first report
   bool stopped_by_budget = false;
   double wall_s = 0.0;
@@ -88,7 +80,7 @@ double load_average_1min();
 
 // Runs the rounds, pairing runs. on_round is called after each (for progress on stderr).
 AbRunLog run_ab_rounds(const AbRunSpec& spec,
-                       const std::function<void(const AbRoundLog&, const AbRound&, int planned)>& on_round);
+                       const std::function<void(const AbRound&, int planned)>& on_round);
 
 // Runs the rounds, pairing repetitions. `progress` gets a line to print now and then.
 AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(const std::string&)>& progress);

@@ -1,4 +1,4 @@
-#include "harness/ab/run.h"
+#include "harness/ab/ab_launch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -144,7 +144,7 @@ double load_average_1min() {
 }
 
 AbRunLog run_ab_rounds(const AbRunSpec& spec,
-                       const std::function<void(const AbRoundLog&, const AbRound&, int)>& on_round) {
+                       const std::function<void(const AbRound&, int)>& on_round) {
   Scratch scratch("torchconform-ab-");
   const std::vector<bool> orders = ab_orders(spec.seed, spec.rounds);
   const std::vector<std::string> flags = ab_bench_flags(spec.bench_flags);
@@ -158,12 +158,11 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
       break;
     }
     AbRound round;
-    AbRoundLog rl;
-    rl.index = i;
-    rl.base_first = round.base_first = orders[static_cast<size_t>(i)];
-    rl.load1 = round.load1 = load_average_1min();
+    round.info.index = i;
+    round.info.base_first = orders[static_cast<size_t>(i)];
+    round.info.load1 = load_average_1min();
     for (int s = 0; s < 2; ++s) {
-      const bool base = (s == 0) == round.base_first;
+      const bool base = (s == 0) == round.info.base_first;
       const AbSide& side = base ? spec.base : spec.next;
       const std::string stem = scratch.file("round" + std::to_string(i) + (base ? "-base" : "-new"));
       std::vector<std::string> argv{side.binary, "bench", "--json", stem + ".json"};
@@ -175,12 +174,11 @@ AbRunLog run_ab_rounds(const AbRunSpec& spec,
         throw std::runtime_error(what + " ran no benchmark; its output ended with:\n" +
                                  child::tail_of(stem + ".log", 2000));
       }
-      (base ? rl.base_wall_s : rl.next_wall_s) = r.wall_s;
+      (base ? round.info.base_wall_s : round.info.next_wall_s) = r.wall_s;
       if (i == 0) (base ? log.base_environment : log.next_environment) = rep.environment;
       (base ? round.base : round.next) = std::move(rep.benchmarks);
     }
-    if (on_round) on_round(rl, round, spec.rounds);
-    log.round_logs.push_back(rl);
+    if (on_round) on_round(round, spec.rounds);
     log.rounds.push_back(std::move(round));
   }
   log.wall_s = elapsed();
@@ -301,30 +299,128 @@ std::string exact_filter(const std::string& run_name) {
   return "^" + escape(head) + "(/iterations:[0-9]+)?" + escape(tail) + "$";
 }
 
+namespace {
+
+// One build's `bench` of one benchmark, taking its turns through `turns`.
+struct TurnSide {
+  const AbSide* side = nullptr;
+  std::string dir, stem;
+  std::unique_ptr<TurnGiver> turns;
+  std::unique_ptr<child::Process> process;
+  std::string what;  // for errors: "BASE 'build-a' bench of NAME"
+};
+
+void start_turn_side(TurnSide& x, const AbRunSpec& spec, const AbSide& side, const Scratch& scratch, size_t k,
+                     const std::string& run_name, long long iterations, const std::vector<std::string>& turn_flags,
+                     const char* tag) {
+  x.side = &side;
+  x.dir = scratch.file("turns" + std::to_string(k) + tag);
+  x.stem = scratch.file("bench" + std::to_string(k) + tag);
+  x.what = side.label + " '" + side.arg + "' bench of " + run_name;
+  if (mkdir(x.dir.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dir);
+  x.turns = std::make_unique<TurnGiver>(x.dir);
+  std::vector<std::string> argv{side.binary, "bench", "--json", x.stem + ".json", "--ab-turns", x.dir,
+                                "--iterations", std::to_string(iterations),
+                                "--benchmark_filter=" + exact_filter(run_name),
+                                "--benchmark_repetitions=" + std::to_string(spec.rounds)};
+  argv.insert(argv.end(), turn_flags.begin(), turn_flags.end());
+  child::Spec ls;
+  ls.argv = std::move(argv);
+  ls.env = side.env;
+  ls.log_path = x.stem + ".log";
+  ls.timeout = spec.child_timeout;  // per turn (give_turn) and after the last (wait_until in collect_turns)
+  x.process = std::make_unique<child::Process>(ls);
+}
+
+// The rounds' pairs of turns, in each round's drawn order, until the rounds or the budget end.
+int take_turns(const AbRunSpec& spec, TurnSide (&sides)[2], const std::vector<bool>& orders, AbRunLog& log,
+               const std::string& run_name, const std::function<double()>& elapsed,
+               const std::function<void(const std::string&)>& progress) {
+  int pairs = 0;
+  try {
+    for (int j = 0; j < spec.rounds; ++j) {
+      if (spec.time_budget_s > 0 && j > 0 && elapsed() >= spec.time_budget_s) {
+        log.stopped_by_budget = true;
+        for (TurnSide& x : sides) x.turns->stop();
+        break;
+      }
+      AbRoundInfo& info = log.rounds[static_cast<size_t>(j)].info;
+      if (info.load1 < 0) info.load1 = load_average_1min();  // at the round's first pair
+      const bool base_first = orders[static_cast<size_t>(j)];
+      for (int t = 0; t < 2; ++t) {
+        TurnSide& x = sides[(t == 0) == base_first ? 0 : 1];
+        x.turns->give_turn([&x] { return !x.process->finished(); }, spec.child_timeout, x.what);
+      }
+      ++pairs;
+      if ((j + 1) % 10 == 0 && j + 1 < spec.rounds) {
+        progress(run_name + ": " + std::to_string(j + 1) + "/" + std::to_string(spec.rounds) + " pairs");
+      }
+    }
+  } catch (const std::runtime_error& e) {
+    std::string tails;
+    for (const TurnSide& x : sides) {
+      tails += "\n" + x.side->label + "'s output ended with:\n" + child::tail_of(x.stem + ".log", 1500);
+    }
+    throw std::runtime_error(std::string(e.what()) + tails);
+  }
+  return pairs;
+}
+
+// Each side's report once it ends: repetition i of each benchmark goes to round i.
+void collect_turns(const AbRunSpec& spec, TurnSide (&sides)[2], int pairs, AbRunLog& log) {
+  for (int s = 0; s < 2; ++s) {
+    TurnSide& x = sides[s];
+    // After its last turn a side only writes its report: it gets one turn's time for that.
+    const child::Result r = x.process->wait_until(std::chrono::steady_clock::now() + spec.child_timeout);
+    check_child(r, x.what, x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s after its last turn");
+    const Report rep = read_child_report(x.stem, x.what);
+    for (const BenchmarkRecord& b : rep.benchmarks) {
+      for (size_t i = 0; i < b.samples.size() && i < static_cast<size_t>(pairs); ++i) {
+        AbRound& round = log.rounds[i];
+        (s == 0 ? round.base : round.next).push_back(one_repetition(b, i));
+      }
+    }
+  }
+}
+
+// What only one side has (never paired): its calibration record, so that the verdict says
+// base_only / new_only.
+void add_one_sided(const Calibration& cal_base, const Calibration& cal_next, AbRunLog& log) {
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<BenchmarkRecord>& mine = (s == 0 ? cal_base : cal_next).report.benchmarks;
+    const std::vector<BenchmarkRecord>& other = (s == 0 ? cal_next : cal_base).report.benchmarks;
+    for (const BenchmarkRecord& b : mine) {
+      const bool other_has = std::any_of(other.begin(), other.end(), [&](const BenchmarkRecord& o) {
+        return o.name == b.name && o.device == b.device;
+      });
+      if (!other_has) (s == 0 ? log.rounds[0].base : log.rounds[0].next).push_back(b);
+    }
+  }
+}
+
+}  // namespace
+
 AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(const std::string&)>& progress) {
   Scratch scratch("torchconform-ab-");
   const std::vector<bool> orders = ab_orders(spec.seed, spec.rounds);
   AbRunLog log;
   const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-
+  const std::function<double()> elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   progress("calibrating: one repetition of each build's benchmarks (which ones, and how many iterations)");
   Calibration cal_base = calibrate(spec.base, spec.bench_flags, scratch, spec.child_timeout);
   Calibration cal_next = calibrate(spec.next, spec.bench_flags, scratch, spec.child_timeout);
   log.base_environment = cal_base.report.environment;
   log.next_environment = cal_next.report.environment;
-
   log.turn_flags = flags_without(spec.bench_flags, {"--benchmark_repetitions", "--benchmark_min_time",
                                                    "--benchmark_filter", "--benchmark_out", "--benchmark_out_format"});
   log.rounds.resize(static_cast<size_t>(spec.rounds));
-  log.round_logs.resize(static_cast<size_t>(spec.rounds));
   for (int j = 0; j < spec.rounds; ++j) {
-    log.rounds[static_cast<size_t>(j)].base_first = log.round_logs[static_cast<size_t>(j)].base_first =
-        orders[static_cast<size_t>(j)];
-    log.round_logs[static_cast<size_t>(j)].index = j;
+    log.rounds[static_cast<size_t>(j)].info.base_first = orders[static_cast<size_t>(j)];
+    log.rounds[static_cast<size_t>(j)].info.index = j;
   }
   int most_pairs = 0;
-
   for (const auto& [run_name, iterations] : cal_base.runs) {
     const bool in_new = std::any_of(cal_next.runs.begin(), cal_next.runs.end(),
                                     [&](const auto& r) { return r.first == run_name; });
@@ -336,95 +432,74 @@ AbRunLog run_ab_interleaved(const AbRunSpec& spec, const std::function<void(cons
     log.iterations.emplace_back(run_name, iterations);
     progress(run_name + ": " + std::to_string(spec.rounds) + " pairs of repetitions of " + std::to_string(iterations) +
              " iteration(s), BASE and NEW taking turns");
-    const size_t k = log.iterations.size();
-    struct Side {
-      const AbSide* side;
-      std::string dir, stem;
-      std::unique_ptr<TurnGiver> turns;
-      std::unique_ptr<child::Process> process;
-    } sides[2];
-    for (int s = 0; s < 2; ++s) {
-      Side& x = sides[s];
-      x.side = s == 0 ? &spec.base : &spec.next;
-      x.dir = scratch.file("turns" + std::to_string(k) + (s == 0 ? "-base" : "-new"));
-      x.stem = scratch.file("bench" + std::to_string(k) + (s == 0 ? "-base" : "-new"));
-      if (mkdir(x.dir.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dir);
-      x.turns = std::make_unique<TurnGiver>(x.dir);
-      std::vector<std::string> argv{x.side->binary, "bench", "--json", x.stem + ".json", "--ab-turns", x.dir,
-                                    "--iterations", std::to_string(iterations),
-                                    "--benchmark_filter=" + exact_filter(run_name),
-                                    "--benchmark_repetitions=" + std::to_string(spec.rounds)};
-      argv.insert(argv.end(), log.turn_flags.begin(), log.turn_flags.end());
-      child::Spec ls;
-      ls.argv = std::move(argv);
-      ls.env = x.side->env;
-      ls.log_path = x.stem + ".log";
-      ls.timeout = spec.child_timeout;  // per turn (give_turn) and after the last (wait_until below)
-      x.process = std::make_unique<child::Process>(ls);
-    }
-    auto what = [&](const Side& x) { return x.side->label + " '" + x.side->arg + "' bench of " + run_name; };
-    int pairs = 0;
-    try {
-      for (int j = 0; j < spec.rounds; ++j) {
-        if (spec.time_budget_s > 0 && j > 0 && elapsed() >= spec.time_budget_s) {
-          log.stopped_by_budget = true;
-          for (Side& x : sides) x.turns->stop();
-          break;
-        }
-        if (log.rounds[static_cast<size_t>(j)].load1 < 0) {  // at the round's first pair
-          log.rounds[static_cast<size_t>(j)].load1 = log.round_logs[static_cast<size_t>(j)].load1 = load_average_1min();
-        }
-        const bool base_first = orders[static_cast<size_t>(j)];
-        for (int t = 0; t < 2; ++t) {
-          Side& x = sides[(t == 0) == base_first ? 0 : 1];
-          x.turns->give_turn([&x] { return !x.process->finished(); }, spec.child_timeout, what(x));
-        }
-        ++pairs;
-        if ((j + 1) % 10 == 0 && j + 1 < spec.rounds) {
-          progress(run_name + ": " + std::to_string(j + 1) + "/" + std::to_string(spec.rounds) + " pairs");
-        }
-      }
-    } catch (const std::runtime_error& e) {
-      std::string tails;
-      for (const Side& x : sides) {
-        tails += "\n" + x.side->label + "'s output ended with:\n" + child::tail_of(x.stem + ".log", 1500);
-      }
-      throw std::runtime_error(std::string(e.what()) + tails);
-    }
+    TurnSide sides[2];
+    start_turn_side(sides[0], spec, spec.base, scratch, log.iterations.size(), run_name, iterations, log.turn_flags, "-base");
+    start_turn_side(sides[1], spec, spec.next, scratch, log.iterations.size(), run_name, iterations, log.turn_flags, "-new");
+    const int pairs = take_turns(spec, sides, orders, log, run_name, elapsed, progress);
     most_pairs = std::max(most_pairs, pairs);
-    for (int s = 0; s < 2; ++s) {
-      Side& x = sides[s];
-      // After its last turn a side only writes its report: it gets one turn's time for that.
-      const child::Result r = x.process->wait_until(std::chrono::steady_clock::now() + spec.child_timeout);
-      check_child(r, what(x), x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s after its last turn");
-      const Report rep = read_child_report(x.stem, what(x));
-      for (const BenchmarkRecord& b : rep.benchmarks) {
-        for (size_t i = 0; i < b.samples.size() && i < static_cast<size_t>(pairs); ++i) {
-          AbRound& round = log.rounds[i];
-          (s == 0 ? round.base : round.next).push_back(one_repetition(b, i));
-        }
-      }
-    }
+    collect_turns(spec, sides, pairs, log);
   }
-  // What only one side has (never paired): its calibration record, so that the verdict says
-  // base_only / new_only.
-  for (int s = 0; s < 2; ++s) {
-    const std::vector<BenchmarkRecord>& mine = (s == 0 ? cal_base : cal_next).report.benchmarks;
-    const std::vector<BenchmarkRecord>& other = (s == 0 ? cal_next : cal_base).report.benchmarks;
-    for (const BenchmarkRecord& b : mine) {
-      const bool other_has = std::any_of(other.begin(), other.end(), [&](const BenchmarkRecord& o) {
-        return o.name == b.name && o.device == b.device;
-      });
-      if (!other_has) (s == 0 ? log.rounds[0].base : log.rounds[0].next).push_back(b);
-    }
-  }
-  if (most_pairs < spec.rounds) {
-    log.rounds.resize(static_cast<size_t>(std::max(most_pairs, 1)));
-    log.round_logs.resize(log.rounds.size());
-  }
+  add_one_sided(cal_base, cal_next, log);
+  if (most_pairs < spec.rounds) log.rounds.resize(static_cast<size_t>(std::max(most_pairs, 1)));
   log.wall_s = elapsed();
   return log;
 }
+
+namespace {
+
+// One build's counting `bench` under valgrind.
+struct CountedSide {
+  const AbSide* side = nullptr;
+  std::string stem, dumps;
+  std::unique_ptr<child::Process> process;
+};
+
+void start_counted_side(CountedSide& x, const AbRunSpec& spec, const AbSide& side, const std::string& valgrind,
+                        const Scratch& scratch, long long iterations, const std::vector<std::string>& turn_flags,
+                        const char* name) {
+  x.side = &side;
+  x.stem = scratch.file(name);
+  x.dumps = x.stem + "-dumps";
+  if (mkdir(x.dumps.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dumps);
+  std::vector<std::string> argv{side.binary, "bench", "--measure", "instructions", "--json", x.stem + ".json",
+                                "--iterations", std::to_string(iterations),
+                                "--benchmark_repetitions=" + std::to_string(spec.rounds)};
+  argv.insert(argv.end(), turn_flags.begin(), turn_flags.end());
+  child::Spec ls;
+  ls.argv = instructions::wrap_argv(valgrind, x.dumps, argv);
+  ls.env = instructions::child_env(x.dumps);
+  // The side's own additions last: they win over the counting defaults (a test hook, a thread count).
+  ls.env.insert(ls.env.end(), side.env.begin(), side.env.end());
+  ls.log_path = x.stem + ".log";
+  ls.timeout = spec.child_timeout;
+  x.process = std::make_unique<child::Process>(ls);
+}
+
+// Repetition j of each counted benchmark as round j's record (time under valgrind: not compared).
+void add_counted_rounds(const Report& report, bool base, long long iterations, AbRunLog& log) {
+  for (const BenchmarkRecord& b : report.benchmarks) {
+    if (base) log.iterations.emplace_back(b.name, iterations);
+    auto it = b.counters.find(instructions::kCounter);
+    const std::vector<double> none;
+    const std::vector<double>& counts = it == b.counters.end() ? none : it->second.samples;
+    for (size_t j = 0; j < log.rounds.size(); ++j) {
+      BenchmarkRecord one;
+      one.name = b.name;
+      one.device = b.device;
+      one.unit = b.unit;
+      if (j < b.samples.size()) one.samples = {b.samples[j]};
+      one.median = one.samples.empty() ? b.median : one.samples[0];
+      for (const auto& [name, counter] : b.counters) {  // the counts, and the simulated misses beside them
+        if (j < counter.samples.size()) {
+          one.counters[name] = BenchmarkCounter{std::vector<double>{counter.samples[j]}, counter.samples[j]};
+        }
+      }
+      if (j == 0 || j < counts.size()) (base ? log.rounds[j].base : log.rounds[j].next).push_back(std::move(one));
+    }
+  }
+}
+
+}  // namespace
 
 AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
                              const std::function<void(const std::string&)>& progress) {
@@ -442,34 +517,13 @@ AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
   progress("counting instructions under valgrind: " + std::to_string(spec.rounds) + " repetition(s) of " +
            std::to_string(iterations) + " iteration(s) per benchmark, BASE and NEW at the same time (" +
            instructions::valgrind_version(valgrind) + ")");
-  struct Side {
-    const AbSide* side;
-    std::string stem, dumps;
-    std::unique_ptr<child::Process> process;
-  } sides[2];
-  for (int s = 0; s < 2; ++s) {
-    Side& x = sides[s];
-    x.side = s == 0 ? &spec.base : &spec.next;
-    x.stem = scratch.file(s == 0 ? "counted-base" : "counted-new");
-    x.dumps = x.stem + "-dumps";
-    if (mkdir(x.dumps.c_str(), 0700) != 0) throw std::runtime_error("cannot create " + x.dumps);
-    std::vector<std::string> argv{x.side->binary, "bench", "--measure", "instructions", "--json", x.stem + ".json",
-                                  "--iterations", std::to_string(iterations),
-                                  "--benchmark_repetitions=" + std::to_string(spec.rounds)};
-    argv.insert(argv.end(), log.turn_flags.begin(), log.turn_flags.end());
-    child::Spec ls;
-    ls.argv = instructions::wrap_argv(valgrind, x.dumps, argv);
-    ls.env = instructions::child_env(x.dumps);
-    // The side's own additions last: they win over the counting defaults (a test hook, a thread count).
-    ls.env.insert(ls.env.end(), x.side->env.begin(), x.side->env.end());
-    ls.log_path = x.stem + ".log";
-    ls.timeout = spec.child_timeout;
-    x.process = std::make_unique<child::Process>(ls);
-  }
+  CountedSide sides[2];
+  start_counted_side(sides[0], spec, spec.base, valgrind, scratch, iterations, log.turn_flags, "counted-base");
+  start_counted_side(sides[1], spec, spec.next, valgrind, scratch, iterations, log.turn_flags, "counted-new");
   const double load = load_average_1min();
   std::vector<Report> reports(2);
   for (int s = 0; s < 2; ++s) {
-    Side& x = sides[s];
+    CountedSide& x = sides[s];
     const std::string what = x.side->label + " '" + x.side->arg + "' counted bench";
     const child::Result r = x.process->wait();
     check_child(r, what, x.stem + ".log", std::to_string(spec.child_timeout.count()) + " s");
@@ -481,37 +535,15 @@ AbRunLog run_ab_instructions(const AbRunSpec& spec, long long iterations,
   log.base_environment["valgrind"] = vg;
   log.next_environment["valgrind"] = vg;
   log.rounds.resize(static_cast<size_t>(spec.rounds));
-  log.round_logs.resize(static_cast<size_t>(spec.rounds));
   for (int j = 0; j < spec.rounds; ++j) {
     // Both sides ran at once: the drawn order is kept for the record's shape, it ordered nothing.
-    AbRound& round = log.rounds[static_cast<size_t>(j)];
-    AbRoundLog& rl = log.round_logs[static_cast<size_t>(j)];
-    round.base_first = rl.base_first = orders[static_cast<size_t>(j)];
-    round.load1 = rl.load1 = load;
-    rl.index = j;
+    AbRoundInfo& info = log.rounds[static_cast<size_t>(j)].info;
+    info.base_first = orders[static_cast<size_t>(j)];
+    info.load1 = load;
+    info.index = j;
   }
-  for (int s = 0; s < 2; ++s) {
-    for (const BenchmarkRecord& b : reports[static_cast<size_t>(s)].benchmarks) {
-      if (s == 0) log.iterations.emplace_back(b.name, iterations);
-      auto it = b.counters.find(instructions::kCounter);
-      const std::vector<double> none;
-      const std::vector<double>& counts = it == b.counters.end() ? none : it->second.samples;
-      for (size_t j = 0; j < log.rounds.size(); ++j) {
-        BenchmarkRecord one;
-        one.name = b.name;
-        one.device = b.device;
-        one.unit = b.unit;
-        if (j < b.samples.size()) one.samples = {b.samples[j]};  // time under valgrind: not compared
-        one.median = one.samples.empty() ? b.median : one.samples[0];
-        for (const auto& [name, counter] : b.counters) {  // the counts, and the simulated misses beside them
-          if (j < counter.samples.size()) {
-            one.counters[name] = BenchmarkCounter{std::vector<double>{counter.samples[j]}, counter.samples[j]};
-          }
-        }
-        if (j == 0 || j < counts.size()) (s == 0 ? log.rounds[j].base : log.rounds[j].next).push_back(std::move(one));
-      }
-    }
-  }
+  add_counted_rounds(reports[0], true, iterations, log);
+  add_counted_rounds(reports[1], false, iterations, log);
   log.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return log;
 }

@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "harness/ab/report.h"
+#include "harness/ab/ab_report.h"
 #include "harness/util/statistics.h"
 
 namespace tc {

@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/ab/report.h"
+#include "harness/ab/ab_report.h"
 #include "harness/instructions.h"
 #include "harness/util/statistics.h"
 #include "harness/util/text_format.h"
