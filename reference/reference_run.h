@@ -39,7 +39,7 @@
 #include "reference/grad_scaler.h"
 #include "reference/checkpoint.h"
 #include "reference/data.h"
-#include "reference/loader_probe.h"
+#include "reference/loader_tools.h"
 #include "reference/model.h"
 #include "harness/contract/run.h"
 #include "reference/schedule.h"
@@ -97,7 +97,7 @@ class ReferenceRun : public Run, public LoaderProbe, public AmpProbe {
   [[deprecated("unused; removed in torchconform 0.6: the seeds are the ones seed_everything() was given")]]
   const SeedRecord& seed_record() const { return seed_record_; }
 
-  // LoaderProbe (reference/loader_probe.cpp): the data pipeline measured on its own.
+  // LoaderProbe (reference/reference_run_loader.cpp): the data pipeline measured on its own.
   DataWaitStats measure_data_wait(const LoaderProbeOptions& options) override;
   std::vector<at::Tensor> worker_augmentations(int64_t batches) override;
   std::vector<at::Tensor> worker_augmentations_in_epoch(int64_t epoch, int64_t batches) override;

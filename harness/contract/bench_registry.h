@@ -1,7 +1,12 @@
 // Benchmark registration: how a suite adds a Google Benchmark that `torchconform bench` runs and
 // folds into the report. The runner side (reporter, records) is the harness core's (bench.h).
 //
-//   tc::bench::add("train_step", "cpu", [](benchmark::State& s) { ... })->Unit(benchmark::kMillisecond);
+//   TC_BENCHMARKS() {  // runs once, before main
+//     tc::bench::add("train_step", "cpu", [](benchmark::State& s) { ... })->Unit(benchmark::kMillisecond);
+//   }
+//
+// TC_BENCHMARKS is the one way a file registers its benchmarks (loops over sizes or dtypes go in
+// its body); Google Benchmark's own BENCHMARK() macro bypasses the device and the turn-taking.
 //
 // No torch here: the benchmarks themselves live in suites/, next to what they measure.
 #pragma once
@@ -40,3 +45,13 @@ void set_invocation_hooks(std::function<bool(benchmark::State&)> before, std::fu
 void set_fixed_iterations(benchmark::IterationCount n);
 
 }  // namespace tc::bench
+
+#define TC_BENCH_CONCAT_INNER(a, b) a##b
+#define TC_BENCH_CONCAT(a, b) TC_BENCH_CONCAT_INNER(a, b)
+// A block of tc::bench::add calls run once at start-up (static initialisation), e.g.
+//   TC_BENCHMARKS() { for (int w : {0, 1, 2}) tc::bench::add("loader/" + std::to_string(w), "cpu", ...); }
+#define TC_BENCHMARKS()                                                                              \
+  static void TC_BENCH_CONCAT(tc_benchmarks_, __LINE__)();                                           \
+  [[maybe_unused]] static const bool TC_BENCH_CONCAT(tc_benchmarks_registered_, __LINE__) =          \
+      (TC_BENCH_CONCAT(tc_benchmarks_, __LINE__)(), true);                                           \
+  static void TC_BENCH_CONCAT(tc_benchmarks_, __LINE__)()

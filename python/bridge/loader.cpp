@@ -34,6 +34,7 @@ PythonRecipe load_python_recipe(const std::string& spec, Registry& registry) {
       info.line = loaded[4].cast<int>();
       absolute = loaded[5].cast<std::string>();
       info.language = "python";
+      info.load_spec = absolute;
       // A broken variant declares what must catch it, as TC_RECIPE's ->MustBeCaughtBy, ->Breaks
       // and ->Needs do (torchconform.Run's class attributes; Registry::validate checks the names).
       info.targets = cls->attr("must_be_caught_by").cast<std::vector<std::string>>();

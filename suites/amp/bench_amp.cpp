@@ -225,7 +225,7 @@ void matmul_ceiling(benchmark::State& state, c10::Device device, c10::ScalarType
   state.counters["TFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e12, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-int register_all() {
+TC_BENCHMARKS() {
   const c10::Device cpu(c10::kCPU), cuda(c10::kCUDA);
   for (Model m : {Model::kCnn, Model::kTransformer}) {
     const std::string model = m == Model::kCnn ? "cnn" : "transformer";
@@ -251,9 +251,6 @@ int register_all() {
                    [=](benchmark::State& s) { matmul_ceiling(s, cuda, t); })
         ->Arg(4096)->Arg(8192)->Unit(benchmark::kMillisecond)->UseManualTime();  // CUDA events
   }
-  return 0;
 }
-
-const int kRegistered = register_all();
 
 }  // namespace

@@ -63,6 +63,8 @@
 #include "reference/autocast.h"
 #include "suites/amp/dtype.h"
 #include "suites/amp/engagement.h"
+#include "suites/amp/scaler.h"
+#include "suites/amp/session.h"
 #include "suites/amp/throughput.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
@@ -74,50 +76,7 @@ namespace tc {
 namespace {
 
 
-struct Amp {
-  std::unique_ptr<Run> run;
-  AmpProbe* probe = nullptr;
-};
-
-Amp fresh(const CheckContext& ctx, const AmpOptions& options) {
-  auto r = fresh_run_with<AmpProbe>(ctx, "tc::AmpProbe (harness/contract/amp_probe.h)",
-                                   "its mixed precision cannot be switched on from outside");
-  Amp a{std::move(r.run), r.probe};
-  a.probe->set_amp(options);
-  a.run->setup(run_options(ctx, ctx.seed));
-  return a;
-}
-
-AmpOptions amp(c10::ScalarType dtype, double loss_weight = 1.0) {
-  AmpOptions o;
-  o.dtype = dtype;
-  o.loss_weight = loss_weight;
-  return o;
-}
-
-// Unit roundoff of the lower-precision dtype (half the distance from 1 to the next number).
-double unit_roundoff(c10::ScalarType t) { return std::ldexp(1.0, t == c10::kHalf ? -11 : -8); }
-
-// Every parameter (or its gradient), flattened into one float64 CPU vector, in order.
-at::Tensor flat(const NamedTensors& params, bool grads) {
-  std::vector<at::Tensor> parts;
-  for (const auto& [n, p] : params) {
-    at::Tensor t = grads ? p.grad() : p;
-    if (!t.defined()) continue;
-    parts.push_back(t.detach().to(torch::kCPU, torch::kDouble).flatten());
-  }
-  return parts.empty() ? torch::zeros({0}, torch::kDouble) : torch::cat(parts);
-}
-
-double l2(const at::Tensor& t) { return t.norm().item<double>(); }
-
-// A recipe that overrides its step without calling AmpProbe's after-backward hook cannot be
-// measured; that is the recipe's failure (outcome fail), not the harness's.
-[[noreturn]] void hook_not_called() {
-  throw std::runtime_error(
-      "the recipe's train step never called the AmpProbe after-backward hook (set_after_backward), so "
-      "its raw gradients cannot be measured");
-}
+using namespace amp;  // the session helpers (suites/amp/session.h)
 
 // ---------------------------------------------------------------------------------------------
 // The mixed-precision leg of parity: with a scaler, the steps it needs to calibrate (it skips
@@ -131,31 +90,6 @@ struct AmpLeg {
   at::Tensor start, end;  // flat parameters where the compared steps began and ended
   at::Tensor first_grad;  // the first compared step's gradient, unscaled (flat; undefined: not seen)
   int64_t matmul_calls = 0;  // matmul-class kernel calls observed in the first compared step
-};
-
-// Captures the gradient of the next train_step through the AmpProbe hook, divided by the scale in
-// effect (a power of two: exact). Removes its hook when destroyed.
-class GradientTap {
- public:
-  explicit GradientTap(AmpProbe& probe) : probe_(probe) {
-    probe_.set_after_backward([this](const NamedTensors& ps) {
-      if (armed_) grad_ = flat(ps, true) / scale_;
-      armed_ = false;
-    });
-  }
-  ~GradientTap() { probe_.set_after_backward({}); }
-  void arm(double scale) {
-    armed_ = true;
-    scale_ = scale;
-    grad_ = at::Tensor();
-  }
-  const at::Tensor& grad() const { return grad_; }
-
- private:
-  AmpProbe& probe_;
-  bool armed_ = false;
-  double scale_ = 1.0;
-  at::Tensor grad_;
 };
 
 // "" when the recipe's update is linear in its gradients (SGD with momentum and weight decay: the
@@ -217,7 +151,7 @@ AmpLeg amp_leg(Amp& a, int64_t steps, const std::string& start) {
 // Returns what differs ("" when it repeats).
 std::string second_leg_differs(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, int64_t steps,
                                const std::string& start) {
-  Amp b = fresh(ctx, amp(dtype));
+  Amp b = fresh(ctx, amp_options(dtype));
   if (l.scaled) b.run->load_checkpoint(start);
   const at::Tensor b_start = flat(b.run->parameters(), false);
   std::vector<double> lb;
@@ -242,7 +176,7 @@ struct Sensitivity {
 };
 Sensitivity rounding_sensitivity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, const std::string& start,
                                  const at::Tensor& g32, double loss32) {
-  Amp f = fresh(ctx, amp(c10::kFloat));
+  Amp f = fresh(ctx, amp_options(c10::kFloat));
   if (l.scaled) f.run->load_checkpoint(start);
   {
     torch::NoGradGuard no_grad;
@@ -270,127 +204,158 @@ Sensitivity rounding_sensitivity(const CheckContext& ctx, c10::ScalarType dtype,
 }
 
 // fp32 from the same start, and the verdict: loss and update within the recipe's bound, no step skipped.
-void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, int64_t steps,
-                  const std::string& start, Findings& out) {
-  const double u = unit_roundoff(dtype);
-  const std::string d = amp::dtype_name(dtype);
-  Amp f = fresh(ctx, amp(c10::kFloat));
+// The fp32 leg from the mixed-precision leg's start: its losses, first gradient, the parameters at
+// both ends and the length of the path the steps took (the sum of each step's update's norm).
+struct Fp32Leg {
+  std::vector<double> losses;
+  at::Tensor first_grad, p0, pf;
+  double path = 0.0;
+  std::string adaptive;  // the optimizer's name where its update is not linear in the gradient
+};
+
+Fp32Leg fp32_leg(const CheckContext& ctx, const AmpLeg& l, int64_t steps, const std::string& start) {
+  Fp32Leg g;
+  Amp f = fresh(ctx, amp_options(c10::kFloat));
   if (l.scaled) f.run->load_checkpoint(start);
-  const at::Tensor p0 = flat(f.run->parameters(), false);
-  std::vector<double> lf;
-  at::Tensor g32;
-  double path = 0.0;  // sum over the steps of each step's update's norm
+  g.p0 = flat(f.run->parameters(), false);
   {
     GradientTap tap(*f.probe);
     tap.arm(1.0);
-    at::Tensor before = p0;
+    at::Tensor before = g.p0;
     for (int64_t i = 0; i < steps; ++i) {
-      lf.push_back(f.run->train_step().loss);
-      if (i == 0) g32 = tap.grad();
+      g.losses.push_back(f.run->train_step().loss);
+      if (i == 0) g.first_grad = tap.grad();
       at::Tensor after = flat(f.run->parameters(), false);
-      path += l2(after - before);
+      g.path += l2(after - before);
       before = after;
     }
   }
-  const std::string adaptive = adaptive_optimizer(*f.run);
-  const Sensitivity sens = rounding_sensitivity(ctx, dtype, l, start, g32, lf.empty() ? 0.0 : lf[0]);
+  g.adaptive = adaptive_optimizer(*f.run);
+  g.pf = flat(f.run->parameters(), false);
+  return g;
+}
+
+// How far the mixed-precision leg is from the fp32 one, and the bounds it is held to.
+struct ParityMeasure {
+  int64_t calls = 0, worst_step = 0;
+  double roundings = 0, tol = 0, tol_loss = 0, kappa = 1, tol_update = 0;
+  Sensitivity sens;
+  bool have_grads = false;
+  double grad_err = 0, worst_loss = 0, later_loss = 0, update_err = 0;
+};
+
+ParityMeasure measure_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, const Fp32Leg& g,
+                             int64_t steps, const std::string& start) {
+  ParityMeasure m;
+  const double u = unit_roundoff(dtype);
+  m.sens = rounding_sensitivity(ctx, dtype, l, start, g.first_grad, g.losses.empty() ? 0.0 : g.losses[0]);
   // The roundings a step makes: each matmul-class kernel call rounds its weight operand and writes
   // its output in the dtype (the next op's input), and the batch is rounded once on entry. On CUDA
   // the observer sees the forward only (autograd runs the backward on device threads): each
   // forward call has at most two backward products.
-  const int64_t calls = std::max<int64_t>(1, l.matmul_calls) * (ctx.device == "cuda" ? 3 : 1);
-  const double roundings = static_cast<double>(2 * calls + 1);
+  m.calls = std::max<int64_t>(1, l.matmul_calls) * (ctx.device == "cuda" ? 3 : 1);
+  m.roundings = static_cast<double>(2 * m.calls + 1);
   // Each rounding costs u where the model does not amplify it; the weights' roundings, measured on
   // the recipe's model as s, may cost more (cancelling reductions, ReLU and max-pool switching), and
   // the activations' roundings are allowed as much again: r u + 2 s.
-  const double tol = roundings * u + 2.0 * sens.grad, tol_loss = roundings * u + 2.0 * sens.loss;
-  const bool have_grads = l.first_grad.defined() && g32.defined() && l.first_grad.numel() == g32.numel();
-  const double grad_norm = have_grads ? l2(g32) : 0.0;
-  const double grad_err = grad_norm > 0 ? l2(l.first_grad - g32) / grad_norm : std::numeric_limits<double>::infinity();
+  m.tol = m.roundings * u + 2.0 * m.sens.grad;
+  m.tol_loss = m.roundings * u + 2.0 * m.sens.loss;
+  m.have_grads = l.first_grad.defined() && g.first_grad.defined() && l.first_grad.numel() == g.first_grad.numel();
+  const double grad_norm = m.have_grads ? l2(g.first_grad) : 0.0;
+  m.grad_err = grad_norm > 0 ? l2(l.first_grad - g.first_grad) / grad_norm : std::numeric_limits<double>::infinity();
   // The losses judged: every step's where the update is linear in the gradient; with an optimizer
   // that normalises each element (its update, and so every later step's loss, is not bounded by the
   // gradient's rounding: an element of small gradient moves a whole step either way), the first
   // step's only, taken before any update. The later ones are recorded.
-  const int64_t judged_losses = adaptive.empty() ? steps : std::min<int64_t>(steps, 1);
-  double worst_loss = 0.0, later_loss = 0.0;
-  int64_t worst_step = 0;
+  const int64_t judged_losses = g.adaptive.empty() ? steps : std::min<int64_t>(steps, 1);
   for (int64_t i = 0; i < steps; ++i) {
-    const double rel = std::abs(l.losses[i] - lf[i]) / std::max(std::abs(lf[i]), 1e-30);
+    const double rel = std::abs(l.losses[i] - g.losses[i]) / std::max(std::abs(g.losses[i]), 1e-30);
     if (i >= judged_losses) {
-      later_loss = std::max(later_loss, rel);
-    } else if (!(rel <= worst_loss)) {
-      worst_loss = rel;
-      worst_step = i;
+      m.later_loss = std::max(m.later_loss, rel);
+    } else if (!(rel <= m.worst_loss)) {
+      m.worst_loss = rel;
+      m.worst_step = i;
     }
   }
-  const at::Tensor pf = flat(f.run->parameters(), false);
-  const double update = l2(pf - p0);
+  const double update = l2(g.pf - g.p0);
   // The steps' updates partly cancel (momentum, weight decay, batches that pull different ways): each
   // step's error is relative to that step's update, so their sum is bounded relative to the net
   // update by the path's length over the net update (triangle inequality), kappa >= 1.
-  const double kappa = update > 0 ? std::max(1.0, path / update) : 1.0;
-  const double tol_update = tol * kappa;
-  const double update_err = update > 0 ? l2(l.end - pf) / update : std::numeric_limits<double>::infinity();
-  out.metrics()["parity_" + d] = {{"steps", steps}, {"settling_steps", l.warm}, {"tolerance", tol},
-                                  {"tolerance_loss", tol_loss}, {"unit_roundoff", u},
-                                  {"tolerance_update", tol_update}, {"update_path_over_net", kappa},
-                                  {"matmul_calls", calls}, {"roundings", roundings},
-                                  {"rounding_sensitivity", {{"gradient", sens.grad}, {"loss", sens.loss}}},
-                                  {"max_loss_rel_diff", worst_loss}, {"update_rel_err", update_err},
-                                  {"loss_amp", l.losses}, {"loss_fp32", lf}, {"scale_after_step", l.scales},
-                                  {"steps_skipped_by_scaler", l.skipped}, {"precondition_met", true},
-                                  // Each deviation over its bar (> 1 breaks parity): how clearly it held or broke.
-                                  {"loss_margin", worst_loss / tol_loss}, {"update_margin", update_err / tol_update}};
-  if (have_grads) {
-    out.metrics()["parity_" + d]["first_gradient_rel_err"] = grad_err;
-    out.metrics()["parity_" + d]["gradient_margin"] = grad_err / tol;
+  m.kappa = update > 0 ? std::max(1.0, g.path / update) : 1.0;
+  m.tol_update = m.tol * m.kappa;
+  m.update_err = update > 0 ? l2(l.end - g.pf) / update : std::numeric_limits<double>::infinity();
+  return m;
+}
+
+nlohmann::json parity_metrics(const AmpLeg& l, const Fp32Leg& g, const ParityMeasure& m, int64_t steps, double u) {
+  nlohmann::json j = {{"steps", steps}, {"settling_steps", l.warm}, {"tolerance", m.tol},
+                      {"tolerance_loss", m.tol_loss}, {"unit_roundoff", u},
+                      {"tolerance_update", m.tol_update}, {"update_path_over_net", m.kappa},
+                      {"matmul_calls", m.calls}, {"roundings", m.roundings},
+                      {"rounding_sensitivity", {{"gradient", m.sens.grad}, {"loss", m.sens.loss}}},
+                      {"max_loss_rel_diff", m.worst_loss}, {"update_rel_err", m.update_err},
+                      {"loss_amp", l.losses}, {"loss_fp32", g.losses}, {"scale_after_step", l.scales},
+                      {"steps_skipped_by_scaler", l.skipped}, {"precondition_met", true},
+                      // Each deviation over its bar (> 1 breaks parity): how clearly it held or broke.
+                      {"loss_margin", m.worst_loss / m.tol_loss}, {"update_margin", m.update_err / m.tol_update}};
+  if (m.have_grads) {
+    j["first_gradient_rel_err"] = m.grad_err;
+    j["gradient_margin"] = m.grad_err / m.tol;
   }
-  if (!adaptive.empty()) {
-    out.metrics()["parity_" + d]["update_judged_through"] = "the first step's gradient (" + adaptive + ")";
-    out.metrics()["parity_" + d]["later_losses_rel_diff"] = later_loss;  // recorded, not judged
+  if (!g.adaptive.empty()) {
+    j["update_judged_through"] = "the first step's gradient (" + g.adaptive + ")";
+    j["later_losses_rel_diff"] = m.later_loss;  // recorded, not judged
   }
+  return j;
+}
+
+void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, int64_t steps,
+                  const std::string& start, Findings& out) {
+  const double u = unit_roundoff(dtype);
+  const std::string d = amp::dtype_name(dtype);
+  const Fp32Leg g = fp32_leg(ctx, l, steps, start);
+  const ParityMeasure m = measure_parity(ctx, dtype, l, g, steps, start);
+  out.metrics()["parity_" + d] = parity_metrics(l, g, m, steps, u);
   const std::string what = d + " parity (" + std::to_string(steps) + " steps vs fp32" +
                            (l.scaled ? ", from the checkpoint after " + std::to_string(l.warm) +
                                            " steps that let the scaler calibrate" : "") +
-                           ", tolerance r u + 2 s with r = " + fmt::sig(roundings, 3) + " roundings (2 per matmul-class call, " +
-                           std::to_string(calls) + " calls, + 1 for the batch): " + sci(tol) + " (gradient), " + sci(tol_loss) +
-                           " (loss), x " + fmt::sig(kappa, 3) + " for the update, whose steps' path is that much longer "
-                           "than its net move; u = " + sci(u) + ", s measured on the recipe's model: " + sci(sens.grad) +
-                           " (gradient), " + sci(sens.loss) + " (loss))";
+                           ", tolerance r u + 2 s with r = " + fmt::sig(m.roundings, 3) + " roundings (2 per matmul-class call, " +
+                           std::to_string(m.calls) + " calls, + 1 for the batch): " + sci(m.tol) + " (gradient), " +
+                           sci(m.tol_loss) + " (loss), x " + fmt::sig(m.kappa, 3) + " for the update, whose steps' path is "
+                           "that much longer than its net move; u = " + sci(u) + ", s measured on the recipe's model: " +
+                           sci(m.sens.grad) + " (gradient), " + sci(m.sens.loss) + " (loss))";
   std::vector<std::string> bad;
-  if (!(worst_loss <= tol_loss)) {
-    bad.push_back("loss at step " + std::to_string(worst_step) + " differs by " + sci(worst_loss) + " relative (" +
-                  fmt::sig(l.losses[worst_step]) + " vs " + fmt::sig(lf[worst_step]) + ")");
+  if (!(m.worst_loss <= m.tol_loss)) {
+    bad.push_back("loss at step " + std::to_string(m.worst_step) + " differs by " + sci(m.worst_loss) + " relative (" +
+                  fmt::sig(l.losses[m.worst_step]) + " vs " + fmt::sig(g.losses[m.worst_step]) + ")");
   }
   if (l.skipped > 0) {
     bad.push_back("the scaler still skipped " + std::to_string(l.skipped) + " of the compared steps after " +
                   std::to_string(l.warm) + " steps to calibrate");
   }
-  std::string update_said = "update within " + sci(update_err);
-  if (adaptive.empty() && !(update_err <= tol_update)) {
-    bad.push_back("the parameters' update differs from fp32's by " + sci(update_err) +
+  std::string update_said = "update within " + sci(m.update_err);
+  if (g.adaptive.empty() && !(m.update_err <= m.tol_update)) {
+    bad.push_back("the parameters' update differs from fp32's by " + sci(m.update_err) +
                   " relative (|p_amp - p_fp32| / |p_fp32 - p_start|)");
   }
-  if (!adaptive.empty()) {
+  if (!g.adaptive.empty()) {
     // The optimizer's update is not linear in the gradient: what precision changed is the gradient.
-    if (!have_grads) hook_not_called();
-    if (!(grad_err <= tol)) {
-      bad.push_back("the first step's gradient differs from fp32's by " + sci(grad_err) +
+    if (!m.have_grads) hook_not_called();
+    if (!(m.grad_err <= m.tol)) {
+      bad.push_back("the first step's gradient differs from fp32's by " + sci(m.grad_err) +
                     " relative (||g_amp - g_fp32|| / ||g_fp32||, from the same parameters and batch)");
     }
-    update_said = "first step's gradient within " + sci(grad_err) + " (" + adaptive +
-                  " normalises each element, so its update, " + sci(update_err) +
-                  " from fp32's, and the losses after the first step, which follow it (within " + sci(later_loss) +
+    update_said = "first step's gradient within " + sci(m.grad_err) + " (" + g.adaptive +
+                  " normalises each element, so its update, " + sci(m.update_err) +
+                  " from fp32's, and the losses after the first step, which follow it (within " + sci(m.later_loss) +
                   "), are recorded, not judged)";
   }
   if (bad.empty()) {
-    out.held("parity", what + ": " + (adaptive.empty() ? "loss" : "first step's loss") + " within " + sci(worst_loss) +
-                           ", " + update_said);
-    return;
+    out.held("parity", what + ": " + (g.adaptive.empty() ? "loss" : "first step's loss") + " within " +
+                           sci(m.worst_loss) + ", " + update_said);
+  } else {
+    out.broken("parity", what + ": " + fmt::first_items(bad, bad.size()));
   }
-  std::string s = what + ": ";
-  for (size_t i = 0; i < bad.size(); ++i) s += (i ? "; " : "") + bad[i];
-  out.broken("parity", s);
 }
 
 void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
@@ -402,7 +367,7 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   AmpLeg l;
   std::vector<std::string> lowered;  // parameters not in fp32 after the mixed-precision leg
   {
-    Amp a = fresh(ctx, amp(dtype));
+    Amp a = fresh(ctx, amp_options(dtype));
     l = amp_leg(a, steps, start);
     // What this environment computed in mixed precision, for `compare` (the first dtype's run: bf16
     // on the CPU, fp16 on CUDA): the steps compared, from where they started.
@@ -452,270 +417,6 @@ void parity(const CheckContext& ctx, c10::ScalarType dtype, Findings& out) {
   judge_parity(ctx, dtype, l, steps, start, out);
 }
 
-// ---------------------------------------------------------------------------------------------
-// The loss weight (a power of two) that puts the median fp32 gradient element at 2^-20.
-double small_gradient_weight(const CheckContext& ctx) {
-  Amp f = fresh(ctx, amp(c10::kFloat));
-  at::Tensor raw;
-  f.probe->set_after_backward([&raw](const NamedTensors& ps) { raw = flat(ps, true); });
-  f.run->train_step();
-  if (!raw.defined()) hook_not_called();
-  if (raw.numel() == 0) throw std::runtime_error("the recipe's fp32 step produced no gradient");
-  at::Tensor nz = raw.abs();
-  nz = nz.masked_select(nz > 0);
-  if (nz.numel() == 0) throw HarnessError("every gradient element of the fp32 step is zero");
-  const double median = nz.median().item<double>();
-  return std::ldexp(1.0, static_cast<int>(std::lround(std::log2(std::ldexp(1.0, -20) / median))));
-}
-
-void underflow(const CheckContext& ctx, double w, Findings& out) {
-  nlohmann::json& m = out.metrics();
-  constexpr double kMaxFlushed = 1e-3;
-  Amp f = fresh(ctx, amp(c10::kFloat, w));
-  f.run->train_step();
-  const at::Tensor g32 = flat(f.run->parameters(), true);
-  // The fp16 step must be one the scaler lets through: at the initial scale the scaled loss (or a
-  // gradient) may overflow fp16, and the scaler then skips the step and backs off, as PyTorch
-  // designs it. A fresh run at the backed-off scale takes the same first step on the same batch
-  // and parameters as the fp32 run, until one goes through (at most 8 scales).
-  AmpOptions o = amp(c10::kHalf, w);
-  at::Tensor g16;
-  nlohmann::json overflowed = nlohmann::json::array();
-  std::string overflow_text;
-  bool h_scaled = false;
-  double last_tried = o.scaler.init_scale;
-  for (int attempt = 0; attempt < 8 && !g16.defined(); ++attempt) {
-    Amp h = fresh(ctx, o);
-    const auto s0 = h.probe->scaler_state();
-    const StepRecord r = h.run->train_step();
-    const auto s1 = h.probe->scaler_state();
-    last_tried = o.scaler.init_scale;
-    if (!s0 || !s1 || s1->scale >= s0->scale) {
-      g16 = flat(h.run->parameters(), true);
-      h_scaled = s0.has_value();
-      break;
-    }
-    const double scaled_loss = std::abs(r.loss) * s0->scale;
-    const bool loss_overflow = !std::isfinite(r.loss) || scaled_loss > 65504.0;
-    overflowed.push_back({{"scale", s0->scale}, {"loss", r.loss}, {"scaled_loss", scaled_loss},
-                          {"scaled_loss_overflows_fp16", loss_overflow}});
-    if (overflow_text.empty()) {
-      overflow_text = "at the initial scale " + sci(s0->scale) + " the GradScaler skipped the fp16 step (" +
-                      (loss_overflow ? "loss " + fmt::sig(r.loss) + " x scale " + sci(s0->scale) + " = " +
-                                           sci(scaled_loss) + " > fp16's largest 65504: the scaled loss overflowed fp16"
-                                     : "a gradient was non-finite; the scaled loss " + sci(scaled_loss) +
-                                           " is within fp16's range" +
-                                           (s0->scale > 65504.0 ? ", the scale itself exceeds fp16's largest 65504 "
-                                                                  "(the gradient a loss computed in fp16 receives)"
-                                                                : std::string())) +
-                      "), as PyTorch designs it";
-    }
-    o.scaler.init_scale = s1->scale;
-  }
-  m["underflow_overflow_skips"] = overflowed;
-  if (!g16.defined()) {
-    out.broken("underflow", "underflow: the scaler skipped the fp16 step at each of " + std::to_string(overflowed.size()) +
-                                " scales down to " + sci(last_tried) + "; " + overflow_text);
-    return;
-  }
-  if (!overflowed.empty()) {
-    out.recorded("underflow", "overflow: " + overflow_text + "; underflow measured on the step at scale " +
-                                  sci(o.scaler.init_scale) + ", the first the scaler let through");
-  }
-  if (g16.numel() != g32.numel()) {
-    out.broken("underflow", "underflow: the fp16 step left gradients on other parameters than the fp32 step");
-    return;
-  }
-  const int64_t nonzero = (g32 != 0).sum().item<int64_t>();
-  const int64_t flushed = ((g32 != 0) & (g16 == 0)).sum().item<int64_t>();
-  const int64_t below = ((g32.abs() < std::ldexp(1.0, -24)) & (g32 != 0)).sum().item<int64_t>();
-  const bool finite = torch::isfinite(g16).all().item<bool>();
-  const double frac = nonzero ? static_cast<double>(flushed) / static_cast<double>(nonzero) : 0.0;
-  m["underflow"] = {{"loss_weight", w}, {"nonzero_fp32", nonzero}, {"flushed", flushed}, {"flushed_fraction", frac},
-                    {"fp32_below_fp16_subnormal", below}, {"max_flushed_fraction", kMaxFlushed},
-                    {"finite", finite}, {"scale", o.scaler.init_scale}};
-  const std::string what = "underflow (fp16, loss x " + sci(w) + " so the median fp32 gradient is 2^-20): " +
-                           std::to_string(flushed) + " of " + std::to_string(nonzero) +
-                           " non-zero fp32 gradient elements flushed to zero (" + fmt::sig(100 * frac, 3) +
-                           "%; " + std::to_string(below) + " lie under fp16's smallest subnormal 2^-24; bar " +
-                           fmt::sig(100 * kMaxFlushed, 3) + "%)";
-  if (!finite) {
-    out.broken("underflow", "underflow: the fp16 step left non-finite gradients and " +
-                                std::string(h_scaled ? "the scaler let the step through" : "no GradScaler skipped it"));
-  } else if (frac > kMaxFlushed) {
-    out.broken("underflow", what);
-  } else {
-    out.held("underflow", what);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-void accounting(const CheckContext& ctx, double w, Findings& out) {
-  nlohmann::json& m = out.metrics();
-  const int64_t interval = 3, steps = 12, inject = 4;
-  AmpOptions o = amp(c10::kHalf, w);
-  o.scaler.growth_interval = interval;
-  Amp a = fresh(ctx, o);
-  int64_t now = -1;
-  bool injected = false;
-  // Whether each step's gradients (scaled, after backward and the injection) were all finite: the
-  // independent oracle of which steps a scaler must skip (exactly those), not the recipe's own skips.
-  std::vector<bool> finite_grads(static_cast<size_t>(steps), true);
-  a.probe->set_after_backward([&now, &injected, &finite_grads, inject](const NamedTensors& ps) {
-    torch::NoGradGuard no_grad;
-    if (now == inject) {
-      for (const auto& [n, p] : ps) {
-        if (!p.grad().defined()) continue;
-        p.grad().view({-1}).select(0, 0).fill_(std::numeric_limits<double>::infinity());
-        injected = true;
-        break;
-      }
-    }
-    bool finite = true;
-    for (const auto& [n, p] : ps) {
-      if (p.grad().defined() && !torch::isfinite(p.grad()).all().item<bool>()) finite = false;
-    }
-    if (now >= 0 && now < static_cast<int64_t>(finite_grads.size())) finite_grads[static_cast<size_t>(now)] = finite;
-  });
-  const bool has_scaler = a.probe->scaler_state().has_value();
-  double sim = o.scaler.init_scale;
-  int64_t tracker = 0, g = 0, s = 0;
-  bool grew_after = false;
-  nlohmann::json per_step = nlohmann::json::array();
-  std::vector<std::string> bad;
-  for (int64_t t = 0; t < steps; ++t) {
-    now = t;
-    const at::Tensor before = flat(a.run->parameters(), false);
-    a.run->train_step();
-    const at::Tensor after = flat(a.run->parameters(), false);
-    const bool skipped = torch::equal(before, after);
-    if (skipped) {
-      sim *= o.scaler.backoff_factor;
-      tracker = 0;
-      ++s;
-    } else if (++tracker == interval) {
-      sim *= o.scaler.growth_factor;
-      tracker = 0;
-      ++g;
-      if (t > inject) grew_after = true;
-    }
-    auto st = a.probe->scaler_state();
-    per_step.push_back({{"step", t}, {"skipped", skipped}, {"scale", st ? nlohmann::json(st->scale) : nlohmann::json()},
-                        {"expected_scale", sim}});
-    if (t == inject && !injected) hook_not_called();
-    if (has_scaler && t != inject && skipped != !finite_grads[static_cast<size_t>(t)] && bad.empty()) {
-      bad.push_back("step " + std::to_string(t) + (skipped ? " was skipped though its gradients were all finite"
-                                                           : " stepped though its gradients held inf or NaN"));
-    }
-    if (t == inject && !skipped) {
-      const bool finite = torch::isfinite(after).all().item<bool>();
-      bad.push_back("step " + std::to_string(t) + " had an inf injected into a gradient and the optimizer stepped" +
-                    (finite ? "" : ": the parameters are now non-finite") +
-                    (has_scaler ? "" : " (the recipe trains fp16 without an enabled GradScaler)"));
-    }
-    if (st && st->scale != sim && bad.empty()) {
-      bad.push_back("after step " + std::to_string(t) + " the scale is " + sci(st->scale) + ", expected " + sci(sim) +
-                    " = init*growth^" + std::to_string(g) + "*backoff^" + std::to_string(s));
-    }
-  }
-  if (has_scaler && !grew_after && bad.empty()) {
-    bad.push_back("the scale never grew in the " + std::to_string(steps - inject - 1) +
-                  " steps after the skip (growth interval " + std::to_string(interval) + ")");
-  }
-  const double final_scale = has_scaler ? a.probe->scaler_state()->scale : 0.0;
-  const double formula = o.scaler.init_scale * std::pow(o.scaler.growth_factor, g) * std::pow(o.scaler.backoff_factor, s);
-  m["scaler_accounting"] = {{"growth_interval", interval}, {"inject_step", inject}, {"growths", g}, {"skips", s},
-                            {"final_scale", has_scaler ? nlohmann::json(final_scale) : nlohmann::json()},
-                            {"per_step", per_step}};
-  if (!has_scaler && bad.empty()) bad.push_back("the recipe trains fp16 without an enabled GradScaler");
-  if (!bad.empty()) {
-    out.broken("scaler_accounting", "scaler accounting (fp16, inf injected at step " + std::to_string(inject) + ", growth interval " +
-                       std::to_string(interval) + "): " + bad.front());
-  } else {
-    out.held("scaler_accounting", "scaler accounting: inf at step " + std::to_string(inject) + " -> step skipped, scale backed off; " +
-                   std::to_string(g) + " growths, " + std::to_string(s) + " skip(s) in " + std::to_string(steps) +
-                   " steps; scale " + sci(final_scale) + " == 2^16*2^" + std::to_string(g) + "*0.5^" +
-                   std::to_string(s) + " = " + sci(formula) + " after every step");
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Per-tensor gradient norms (float64), in order; tensors without a gradient skipped.
-std::vector<double> grad_norms(const NamedTensors& params) {
-  std::vector<double> out;
-  for (const auto& [n, p] : params) {
-    if (p.grad().defined()) out.push_back(p.grad().detach().to(torch::kCPU, torch::kDouble).norm().item<double>());
-  }
-  return out;
-}
-
-// Whether each seen norm is min(raw_i / scale, threshold) within rel (per-tensor clipping at
-// `threshold` of the unscaled gradients).
-bool per_tensor_clip(const std::vector<double>& raw, const std::vector<double>& seen, double scale, double threshold,
-                     double rel) {
-  if (raw.size() != seen.size() || raw.empty()) return false;
-  bool any_clipped = false;
-  for (size_t i = 0; i < raw.size(); ++i) {
-    const double g = raw[i] / scale;
-    const double want = g > threshold ? threshold * g / (g + 1e-6) : g;
-    any_clipped = any_clipped || g > threshold;
-    if (std::abs(seen[i] - want) > rel * std::max(want, 1e-30)) return false;
-  }
-  return any_clipped;
-}
-
-// The gradient the optimizer saw, against the relations clipping at max_norm must satisfy: the
-// global norm min(||g||, max_norm), or each tensor's min(||g_i||, max_norm), g the raw gradient /
-// the scale. The same relations at max_norm / scale prove clipping before unscale_; a gradient that
-// fits none is recorded, not named.
-void clipping(const CheckContext& ctx, double max_norm, Findings& out) {
-  nlohmann::json& m = out.metrics();
-  constexpr double kRelTol = 1e-3;
-  Amp a = fresh(ctx, amp(c10::kHalf));
-  at::Tensor raw;
-  std::vector<double> raw_norms;
-  a.probe->set_after_backward([&](const NamedTensors& ps) {
-    raw = flat(ps, true);
-    raw_norms = grad_norms(ps);
-  });
-  for (int64_t t = 0; t < 16; ++t) {
-    auto st = a.probe->scaler_state();
-    const double scale = st ? st->scale : 1.0;
-    const at::Tensor before = flat(a.run->parameters(), false);
-    a.run->train_step();
-    if (torch::equal(before, flat(a.run->parameters(), false))) continue;  // skipped by the scaler
-    if (!raw.defined()) hook_not_called();
-    const double norm_g = l2(raw) / scale;
-    const double norm_f = l2(flat(a.run->parameters(), true));
-    const std::vector<double> seen = grad_norms(a.run->parameters());
-    auto global_at = [&](double threshold) {
-      const double want = norm_g > threshold ? threshold * norm_g / (norm_g + 1e-6) : norm_g;
-      return std::abs(norm_f - want) <= kRelTol * want;
-    };
-    m["clipping"] = {{"step", t}, {"scale", scale}, {"max_norm", max_norm}, {"unscaled_grad_norm", norm_g},
-                     {"grad_norm_seen_by_optimizer", norm_f}};
-    const std::string what = "clipping (fp16, step " + std::to_string(t) + ", scale " + sci(scale) +
-                             "): unscaled gradient norm " + fmt::sig(norm_g, 4) + ", asked max_norm " +
-                             fmt::sig(max_norm, 4) + ", the optimizer saw norm " + sci(norm_f);
-    if (global_at(max_norm)) {
-      out.held("clip_after_unscale", what + (norm_g > max_norm ? " = the threshold asked for" : " (under the bound: left alone)"));
-    } else if (per_tensor_clip(raw_norms, seen, scale, max_norm, kRelTol)) {
-      out.held("clip_after_unscale", what + ": each tensor's gradient clipped to its norm " + fmt::sig(max_norm, 4) +
-                                         " (per-parameter clipping) on the unscaled gradients");
-    } else if (scale != 1.0 && (global_at(max_norm / scale) || per_tensor_clip(raw_norms, seen, scale, max_norm / scale, kRelTol))) {
-      out.broken("clip_after_unscale", what + ": the clip threshold in effect was max_norm / scale = " +
-                                           sci(max_norm / scale) + ", so the gradients were clipped while still scaled "
-                                           "(before unscale_)");
-    } else {
-      out.recorded("clip_after_unscale", what + ": not judged: that is neither a clip at max_norm nor at max_norm / scale (" +
-                                             sci(max_norm / scale) + "), of the global norm or of each tensor's; the "
-                                             "recipe clips another way");
-    }
-    return;
-  }
-  out.broken("clip_after_unscale", "clipping (fp16): the scaler skipped all of 16 steps");
-}
-
 // The dtypes whose speed is measured: CPU bf16; CUDA fp16, and bf16 on compute capability >= 8.0
 // (below it the cell records bf16 as not judged).
 std::vector<c10::ScalarType> speed_dtypes(const CheckContext& ctx) {
@@ -728,7 +429,7 @@ CheckResult check_amp(const CheckContext& ctx) {
   Findings f;
   double max_norm = 0.0;
   {
-    Amp probe = fresh(ctx, amp(c10::kFloat));
+    Amp probe = fresh(ctx, amp_options(c10::kFloat));
     max_norm = probe.run->clip_norm();
   }
   const std::vector<c10::ScalarType> dtypes =
@@ -736,7 +437,7 @@ CheckResult check_amp(const CheckContext& ctx) {
   for (auto t : dtypes) parity(ctx, t, f);
   std::set<c10::ScalarType> not_engaged;
   for (auto t : dtypes) {
-    Amp e = fresh(ctx, amp(t));
+    Amp e = fresh(ctx, amp_options(t));
     if (!amp::engagement(*e.run, t, ctx.device, f)) not_engaged.insert(t);
   }
   const double w = small_gradient_weight(ctx);
@@ -777,8 +478,8 @@ CheckResult check_amp(const CheckContext& ctx) {
       f.recorded("throughput", d + " throughput: not judged: engagement is broken");
       continue;
     }
-    Amp a = fresh(ctx, amp(t));
-    Amp a32 = fresh(ctx, amp(c10::kFloat));
+    Amp a = fresh(ctx, amp_options(t));
+    Amp a32 = fresh(ctx, amp_options(c10::kFloat));
     amp::throughput(ctx, *a.probe, *a32.probe, t, f);
   }
   return f.result();

@@ -253,31 +253,30 @@ std::function<double()> split_matmuls(const std::vector<int64_t>& split, const W
   };
 }
 
-}  // namespace
+// The recipe's split of the workload's batch (gradient accumulation), given to the reference and
+// to the matmuls: what is compared is the mixed-precision procedure, on the same micro-batches.
+std::vector<int64_t> recipe_split(AmpProbe& recipe, int64_t batch) {
+  std::vector<int64_t> split = recipe.amp_micro_batches(batch);
+  int64_t rows = 0;
+  for (int64_t n : split) rows += n > 0 ? n : batch + 1;
+  if (split.empty() || rows != batch) split = {batch};
+  return split;
+}
 
-void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32, c10::ScalarType dtype,
-                Findings& out) {
+// What the six timed steps gave: their rounds, the verdict, and the words every finding quotes.
+struct Measured {
+  SpeedRounds r;
+  SpeedVerdict v;
+  double wall = 0.0;
+  std::string workload, rounds, hardware;
+};
+
+// Rounds of the six steps (the references' fp32 and AMP, the recipe's, the matmuls' in fp32 and the
+// dtype), interleaved and alternating in order, until the verdict is decided or the budget is spent.
+Measured time_steps(const CheckContext& ctx, const std::function<double()>& mine, const std::function<double()>& mine32,
+                    const std::vector<int64_t>& split, const WorkloadSize& size, c10::ScalarType dtype, uint64_t seed) {
   const bool cuda = ctx.device == "cuda";
   const c10::Device device = cuda ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
-  const std::string d = dtype_name(dtype);
-  const WorkloadSize size = workload_size(device);
-  const uint64_t seed = static_cast<uint64_t>(ctx.seed) + 101;
-  std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));
-  std::function<double()> mine32 = recipe_fp32.amp_step_on(make_workload(size, device, seed));
-  if (!mine || !mine32) {
-    const std::string why = "not measured (the recipe's AmpProbe::amp_step_on offers no way to apply its procedure "
-                            "to the transformer workload: a recipe whose train_step is its own, not ReferenceRun's, "
-                            "implements amp_step_on)";
-    out.recorded("amp_procedure_speed", d + " AMP procedure speed: " + why);
-    out.recorded("throughput", d + " throughput: " + why);
-    return;
-  }
-  // The recipe's split of the workload's batch (gradient accumulation), given to the reference and
-  // to the matmuls: what is compared is the mixed-precision procedure, on the same micro-batches.
-  std::vector<int64_t> split = recipe.amp_micro_batches(size.batch);
-  int64_t rows = 0;
-  for (int64_t n : split) rows += n > 0 ? n : size.batch + 1;
-  if (split.empty() || rows != size.batch) split = {size.batch};
   SplitReference ref_amp(split), ref_fp32(split);
   AmpOptions o;
   o.dtype = dtype;
@@ -291,16 +290,15 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
 
   const double budget_s = cuda ? 30.0 : 60.0;
   constexpr int kMinRounds = 6, kMaxRounds = 4000;
-  SpeedRounds r;
+  Measured m;
+  SpeedRounds& r = m.r;
   const std::vector<std::pair<const std::function<double()>*, std::vector<double>*>> timed = {
       {&fp32, &r.ref_fp32},      {&theirs, &r.ref_amp}, {&mine32, &r.recipe_fp32},
       {&mine, &r.recipe_amp},    {&gemm32, &r.gemm_fp32}, {&gemmd, &r.gemm_amp}};
-
   TimingScope timing(cuda);
   const auto start = std::chrono::steady_clock::now();
   for (const auto& [step, _] : timed) (*step)();  // warm-up: allocations, kernel selection, the autocast paths
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  SpeedVerdict v;
   while (true) {
     const int n = static_cast<int>(r.size()) + 1;
     for (size_t j = 0; j < timed.size(); ++j) {
@@ -308,47 +306,52 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
       into->push_back(seconds(*step, cuda));
     }
     if (n < kMinRounds || n % 2 == 1) continue;
-    v = judge_speed(r);
-    if (v.decided() || n >= kMaxRounds || elapsed() > budget_s) break;
+    m.v = judge_speed(r);
+    if (m.v.decided() || n >= kMaxRounds || elapsed() > budget_s) break;
   }
-  const double wall = elapsed();
-  const double flops = step_flops(size);
-  const std::string hardware = hardware_of(cuda);
+  m.wall = elapsed();
+  m.hardware = hardware_of(cuda);
   std::string split_text;
   if (split.size() > 1) {
     split_text = ", the batch split as the recipe accumulates (";
     for (size_t i = 0; i < split.size(); ++i) split_text += (i ? " + " : "") + std::to_string(split[i]);
     split_text += " sequences; the reference and the matmuls on the same split)";
   }
-  const std::string workload = "transformer block " + std::to_string(size.batch) + "x" + std::to_string(size.seq) +
-                               " tokens, width " + std::to_string(size.dim) + ", MLP " + std::to_string(size.ff) + " (" +
-                               fmt::sig(flops / 1e9, 4) + " GFLOP/step), " +
-                               (cuda ? "TF32 off" : "1 thread, its CPU time") + split_text + ": recipe's fp32 step " +
-                               fmt::sig(1e3 * median_of(r.recipe_fp32), 4) + " ms, its " + d + " step " +
-                               fmt::sig(1e3 * median_of(r.recipe_amp), 4) + " ms";
-  const std::string rounds = std::to_string(r.size()) + " rounds in " + fmt::sig(wall, 3) + " s";
-  out.metrics()["throughput_" + d] = {
-      {"workload", {{"batch", size.batch}, {"seq", size.seq}, {"dim", size.dim}, {"heads", size.heads}, {"ff", size.ff},
-                    {"flops_per_step", flops}}},
-      {"hardware", hardware},
-      {"micro_batches", split},
-      {"rounds", to_json(r)},
-      {"ceiling_matmuls", figures(v.ceiling)},
-      {"matmul_share_of_fp32_step", figures(v.matmul_share)},
-      {"attainable_speedup", figures(v.attainable)},
-      {"ceiling_says", to_string(v.ceiling_says)},
-      {"speedup_over_fp32", figures(v.speedup)},
-      {"reference_speedup_over_fp32", figures(v.reference_speedup)},
-      {"procedure_ratio", figures(v.procedure)},
-      {"procedure_bar", kProcedureBar},
-      {"speedup_bar", figures(v.bar)},
-      {"gain_share", kGainShare},
-      {"min_attainable", kMinAttainable},
-      {"speedup_judged", v.ceiling_says == Ceiling::kGain},
-      {"wall_s", wall}};
+  m.workload = "transformer block " + std::to_string(size.batch) + "x" + std::to_string(size.seq) + " tokens, width " +
+               std::to_string(size.dim) + ", MLP " + std::to_string(size.ff) + " (" + fmt::sig(step_flops(size) / 1e9, 4) +
+               " GFLOP/step), " + (cuda ? "TF32 off" : "1 thread, its CPU time") + split_text + ": recipe's fp32 step " +
+               fmt::sig(1e3 * median_of(r.recipe_fp32), 4) + " ms, its " + dtype_name(dtype) + " step " +
+               fmt::sig(1e3 * median_of(r.recipe_amp), 4) + " ms";
+  m.rounds = std::to_string(r.size()) + " rounds in " + fmt::sig(m.wall, 3) + " s";
+  return m;
+}
 
-  // The recipe's AMP procedure against the reference's: each one's speed-up over its own fp32 step.
-  const std::string proc = d + " AMP procedure speed on the " + workload + ": the recipe's speed-up over its own fp32 "
+nlohmann::json throughput_metrics(const Measured& m, const WorkloadSize& size, const std::vector<int64_t>& split) {
+  const SpeedVerdict& v = m.v;
+  return {{"workload", {{"batch", size.batch}, {"seq", size.seq}, {"dim", size.dim}, {"heads", size.heads}, {"ff", size.ff},
+                        {"flops_per_step", step_flops(size)}}},
+          {"hardware", m.hardware},
+          {"micro_batches", split},
+          {"rounds", to_json(m.r)},
+          {"ceiling_matmuls", figures(v.ceiling)},
+          {"matmul_share_of_fp32_step", figures(v.matmul_share)},
+          {"attainable_speedup", figures(v.attainable)},
+          {"ceiling_says", to_string(v.ceiling_says)},
+          {"speedup_over_fp32", figures(v.speedup)},
+          {"reference_speedup_over_fp32", figures(v.reference_speedup)},
+          {"procedure_ratio", figures(v.procedure)},
+          {"procedure_bar", kProcedureBar},
+          {"speedup_bar", figures(v.bar)},
+          {"gain_share", kGainShare},
+          {"min_attainable", kMinAttainable},
+          {"speedup_judged", v.ceiling_says == Ceiling::kGain},
+          {"wall_s", m.wall}};
+}
+
+// The recipe's AMP procedure against the reference's: each one's speed-up over its own fp32 step.
+void amp_procedure_speed(const Measured& m, const std::string& d, Findings& out) {
+  const SpeedVerdict& v = m.v;
+  const std::string proc = d + " AMP procedure speed on the " + m.workload + ": the recipe's speed-up over its own fp32 "
                            "step / the reference's over its own " + describe(v.procedure) + " (the recipe's " +
                            describe(v.speedup) + ", the reference's " + describe(v.reference_speedup) + "), bar " +
                            fmt::sig(kProcedureBar, 3);
@@ -357,15 +360,19 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
   } else if (v.procedure_v == stats::BarVerdict::kFail) {
     out.broken("amp_procedure_speed", proc + ": the recipe's mixed precision gains less over fp32 than the reference's");
   } else {
-    out.recorded("amp_procedure_speed", proc + ": undecided after " + rounds +
+    out.recorded("amp_procedure_speed", proc + ": undecided after " + m.rounds +
                                             " (the interval spans the bar): recorded, not judged");
   }
-  // The speed-up over fp32 against what this machine's matmuls attain in the dtype.
+}
+
+// The speed-up over fp32 against what this machine's matmuls attain in the dtype.
+void throughput_against_ceiling(const Measured& m, const std::string& d, bool split, Findings& out) {
+  const SpeedVerdict& v = m.v;
   const std::string ceiling = "this machine's " + d + " matmuls of the block run " + describe(v.ceiling) +
                               " faster than fp32 and take " + fmt::sig(100 * v.matmul_share.median, 3) +
                               "% of the recipe's fp32 step, so the step can attain " + describe(v.attainable) + "; " +
-                              hardware;
-  const std::string sp = d + " throughput / fp32 on the " + workload + ": " + describe(v.speedup) + "; " + ceiling;
+                              m.hardware;
+  const std::string sp = d + " throughput / fp32 on the " + m.workload + ": " + describe(v.speedup) + "; " + ceiling;
   const std::string bar = "bar: save " + fmt::sig(100 * kGainShare, 3) + "% of the time the matmuls would save, a speed-up of " +
                           fmt::sig(v.bar.median, 3) + "; speed-up / bar " + describe(v.against_bar);
   if (v.ceiling_says == Ceiling::kNoGain) {
@@ -373,11 +380,11 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
                                    fmt::sig(kMinAttainable, 3) + ": this machine gives " + d + " no gain to take)");
   } else if (v.ceiling_says == Ceiling::kUndecided) {
     out.recorded("throughput", sp + ": recorded, not judged: whether the machine gives " + d +
-                                   " a gain stayed undecided after " + rounds + " (the attainable speed-up's interval spans " +
+                                   " a gain stayed undecided after " + m.rounds + " (the attainable speed-up's interval spans " +
                                    fmt::sig(kMinAttainable, 3) + ")");
   } else if (v.throughput_v == stats::BarVerdict::kPass) {
     out.held("throughput", sp + "; " + bar);
-  } else if (split.size() > 1 && v.throughput_v == stats::BarVerdict::kFail && v.reference_speedup.median < v.bar.median) {
+  } else if (split && v.throughput_v == stats::BarVerdict::kFail && v.reference_speedup.median < v.bar.median) {
     // The bar is set for the block's whole batch; on the recipe's micro-batches the reference's own
     // procedure, the control, does not clear it either: the split, not the procedure, keeps mixed
     // precision from paying here (amp_procedure_speed compares the two procedures on it).
@@ -388,9 +395,34 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
     out.broken("throughput", sp + "; " + bar + ": mixed precision saves less than " +
                                  fmt::sig(100 * kGainShare, 3) + "% of the time this machine's matmuls would save in " + d);
   } else {
-    out.recorded("throughput", sp + "; " + bar + ": undecided after " + rounds +
+    out.recorded("throughput", sp + "; " + bar + ": undecided after " + m.rounds +
                                    " (the interval spans the bar): recorded, not judged");
   }
+}
+
+}  // namespace
+
+void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32, c10::ScalarType dtype,
+                Findings& out) {
+  const c10::Device device = ctx.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
+  const std::string d = dtype_name(dtype);
+  const WorkloadSize size = workload_size(device);
+  const uint64_t seed = static_cast<uint64_t>(ctx.seed) + 101;
+  std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));
+  std::function<double()> mine32 = recipe_fp32.amp_step_on(make_workload(size, device, seed));
+  if (!mine || !mine32) {
+    const std::string why = "not measured (the recipe's AmpProbe::amp_step_on offers no way to apply its procedure "
+                            "to the transformer workload: a recipe whose train_step is its own, not ReferenceRun's, "
+                            "implements amp_step_on)";
+    out.recorded("amp_procedure_speed", d + " AMP procedure speed: " + why);
+    out.recorded("throughput", d + " throughput: " + why);
+    return;
+  }
+  const std::vector<int64_t> split = recipe_split(recipe, size.batch);
+  const Measured m = time_steps(ctx, mine, mine32, split, size, dtype, seed);
+  out.metrics()["throughput_" + d] = throughput_metrics(m, size, split);
+  amp_procedure_speed(m, d, out);
+  throughput_against_ceiling(m, d, split.size() > 1, out);
 }
 
 }  // namespace tc::amp

@@ -14,7 +14,7 @@
 
 #include "harness/contract/bench_registry.h"
 #include "reference/data.h"
-#include "reference/loader_probe.h"
+#include "reference/loader_tools.h"
 
 namespace {
 
@@ -81,7 +81,7 @@ void h2d_copy(benchmark::State& state, CopyKind kind) {
 }
 
 // One registration per (workers, prefetch), so each is its own record in the report.
-const bool kLoaderRegistered = [] {
+TC_BENCHMARKS() {
   for (int64_t w : {0, 1, 2, 4}) {
     for (int64_t p : {1, 2, 4}) {
       if (w == 0 && p > 1) continue;  // no queue without workers
@@ -90,16 +90,13 @@ const bool kLoaderRegistered = [] {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  return true;
-}();
-auto* const kPageable =
-    tc::bench::add("data/h2d_copy/pageable", "cuda", [](benchmark::State& s) { h2d_copy(s, CopyKind::kPageable); })
-        ->Unit(benchmark::kMicrosecond);
-auto* const kPinned =
-    tc::bench::add("data/h2d_copy/pinned", "cuda", [](benchmark::State& s) { h2d_copy(s, CopyKind::kPinned); })
-        ->Unit(benchmark::kMicrosecond);
-auto* const kPinnedNb = tc::bench::add("data/h2d_copy/pinned_non_blocking", "cuda",
-                                       [](benchmark::State& s) { h2d_copy(s, CopyKind::kPinnedNonBlocking); })
-                            ->Unit(benchmark::kMicrosecond);
+  tc::bench::add("data/h2d_copy/pageable", "cuda", [](benchmark::State& s) { h2d_copy(s, CopyKind::kPageable); })
+      ->Unit(benchmark::kMicrosecond);
+  tc::bench::add("data/h2d_copy/pinned", "cuda", [](benchmark::State& s) { h2d_copy(s, CopyKind::kPinned); })
+      ->Unit(benchmark::kMicrosecond);
+  tc::bench::add("data/h2d_copy/pinned_non_blocking", "cuda",
+                 [](benchmark::State& s) { h2d_copy(s, CopyKind::kPinnedNonBlocking); })
+      ->Unit(benchmark::kMicrosecond);
+}
 
 }  // namespace

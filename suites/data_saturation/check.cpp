@@ -19,7 +19,7 @@
 // On CUDA the batch's host-to-device copy must be asynchronous (pinned + non_blocking).
 //
 // For recipes that reach the device through the reference pipeline: the recipe must implement
-// tc::LoaderProbe (reference/loader_probe.h); others get a skipped cell with that reason.
+// tc::LoaderProbe (reference/loader_tools.h); others get a skipped cell with that reason.
 #include <dirent.h>
 
 #include <algorithm>
@@ -36,7 +36,7 @@
 #include "suites/support/tensor_compare.h"
 #include "harness/contract/costly_augment.h"
 #include "harness/contract/loader_probe.h"
-#include "reference/loader_probe.h"
+#include "reference/loader_tools.h"
 
 namespace tc {
 namespace {

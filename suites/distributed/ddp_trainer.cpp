@@ -89,6 +89,34 @@ void leave_exit_note(const std::string& out, int rank, int code, const std::stri
   tc::write_file_atomically(out + "/exit-rank" + std::to_string(rank) + ".json", j.dump() + "\n");
 }
 
+// The steps from where the run is to --steps, a checkpoint every epoch; the rank told to die or to
+// stall does so before the kill step (first attempt only).
+void train_to(const Args& a, const dist::LaunchEnv& env, tc::ref::DistributedReference& d) {
+  const int rank = env.rank;
+  const int64_t spe = d.steps_per_epoch();
+  while (d.steps_taken() < a.steps) {
+    const int64_t step = d.steps_taken();
+    if (rank == a.kill_rank && step == a.kill_at_step && env.restart_count == 0) {
+      const json k = {{"rank", rank}, {"step", step}, {"signal", a.kill_signal}, {"t_ns", realtime_ns()},
+                      {"pid", static_cast<int64_t>(getpid())}};
+      tc::write_file_atomically(a.out + "/killed.json", k.dump() + "\n");
+      std::cerr << "tc_ddp_trainer: rank " << rank << " sends itself SIG" << a.kill_signal << " before step "
+                << step << '\n';
+      raise(a.kill_signal == "STOP" ? SIGSTOP : SIGKILL);
+    }
+    if (rank == a.stall_rank && step == a.kill_at_step && env.restart_count == 0) {
+      std::cerr << "tc_ddp_trainer: rank " << rank << " stalls " << a.stall_s << " s before step " << step << '\n';
+      std::this_thread::sleep_for(std::chrono::duration<double>(a.stall_s));
+    }
+    const tc::DistStep r = d.train_step();
+    if (std::getenv("TC_TRAINER_VERBOSE")) {
+      std::cerr << "rank " << rank << " step " << r.step << " epoch " << r.epoch << " loss " << r.loss
+                << " params " << digest(d.parameters()).substr(0, 12) << '\n';
+    }
+    if ((step + 1) % spe == 0) d.save_checkpoint();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -132,28 +160,7 @@ int main(int argc, char** argv) {
     std::cerr << "tc_ddp_trainer: " << env->describe()
               << (resuming ? ", resuming after step " + std::to_string(resumed_from) : std::string(", from scratch"))
               << '\n';
-    const int64_t spe = d.steps_per_epoch();
-    while (d.steps_taken() < a.steps) {
-      const int64_t step = d.steps_taken();
-      if (rank == a.kill_rank && step == a.kill_at_step && env->restart_count == 0) {
-        const json k = {{"rank", rank}, {"step", step}, {"signal", a.kill_signal}, {"t_ns", realtime_ns()},
-                        {"pid", static_cast<int64_t>(getpid())}};
-        tc::write_file_atomically(a.out + "/killed.json", k.dump() + "\n");
-        std::cerr << "tc_ddp_trainer: rank " << rank << " sends itself SIG" << a.kill_signal << " before step "
-                  << step << '\n';
-        raise(a.kill_signal == "STOP" ? SIGSTOP : SIGKILL);
-      }
-      if (rank == a.stall_rank && step == a.kill_at_step && env->restart_count == 0) {
-        std::cerr << "tc_ddp_trainer: rank " << rank << " stalls " << a.stall_s << " s before step " << step << '\n';
-        std::this_thread::sleep_for(std::chrono::duration<double>(a.stall_s));
-      }
-      const tc::DistStep r = d.train_step();
-      if (std::getenv("TC_TRAINER_VERBOSE")) {
-        std::cerr << "rank " << rank << " step " << r.step << " epoch " << r.epoch << " loss " << r.loss
-                  << " params " << digest(d.parameters()).substr(0, 12) << '\n';
-      }
-      if ((step + 1) % spe == 0) d.save_checkpoint();
-    }
+    train_to(a, *env, d);
     if (rank == 0) {
       const json f = {{"params_sha256", digest(d.parameters())}, {"steps", a.steps},
                       {"resumed_from_step", resumed_from}, {"attempt", env->restart_count},

@@ -144,6 +144,86 @@ std::vector<std::vector<int64_t>> candidate_splits(int64_t batch, int64_t k) {
   return out;
 }
 
+namespace {
+
+// Each split the step may have made, from the step's generator states and buffers: the first whose
+// passes each point their micro-batch's way to the precision of the computation drew the step's own
+// masks (then no spread of draws enters the scale); else the first split, judged against its spread.
+// `ref` gets that split's recomputed gradient, `other` one with other draws.
+void find_split(Run& r, const at::Tensor& x, const at::Tensor& y, const std::vector<size_t>& index,
+                const std::vector<std::vector<at::Tensor>>& passes, const GeneratorStates& gen, BatchScale& b,
+                std::vector<at::Tensor>& ref, std::vector<at::Tensor>& other) {
+  const NamedTensors buffers = r.buffers(), buffers_at = snapshot(buffers);
+  for (const std::vector<int64_t>& sizes : candidate_splits(x.size(0), b.passes)) {
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(buffers_at[i].second);
+    }
+    restore_generators(gen);
+    const std::vector<std::vector<at::Tensor>> parts = micro_batch_gradients(r, x, y, sizes, index);
+    // The same draws: each backward pass points the way of its micro-batch's recomputed gradient (of
+    // the whole batch's, when the split is the whole batch), whatever weight the recipe gave it.
+    bool same = true;
+    for (size_t k = 0; same && k < passes.size(); ++k) {
+      const std::vector<at::Tensor>& part = parts[parts.size() == 1 ? 0 : k];
+      const double pp = dot(part, part), qq = dot(passes[k], passes[k]);
+      same = pp > 0 && qq > 0 && dot(passes[k], part) / std::sqrt(pp * qq) > 1.0 - 1e-6;
+    }
+    if (ref.empty() || same) {
+      ref = summed(parts);
+      b.split = sizes;
+      other = summed(micro_batch_gradients(r, x, y, sizes, index));  // other draws
+    }
+    if (same) {
+      b.same_draws = true;
+      break;
+    }
+  }
+}
+
+// No split drew the step's own masks (the recipe drew random numbers before its forward, on the
+// training thread): the step's gradient is one draw g of the batch's gradient over the random
+// draws, whose expectation mu is estimated from kDraws recomputations g_1..g_M, their mean m.
+// <g, m> estimates rho |mu|^2 (g independent of the g_i), and |m|^2 overestimates |mu|^2 by
+// tr(Sigma) / M, estimated from the draws' spread: |mu|^2 ~ |m|^2 - s^2 / M with
+// s^2 = sum |g_i - m|^2 / (M - 1). The spread of the estimate: the scale of a further draw, held
+// out of m, the farther from 1 of two. False (b.not_judged says why) when no mean stands out.
+bool scale_over_draws(Run& r, const at::Tensor& x, const at::Tensor& y, const std::vector<size_t>& index,
+                      const std::vector<at::Tensor>& step, const std::vector<at::Tensor>& ref,
+                      const std::vector<at::Tensor>& other, BatchScale& b) {
+  constexpr int kDraws = 8;
+  std::vector<std::vector<at::Tensor>> draws{ref, other};
+  while (static_cast<int>(draws.size()) < kDraws + 2) draws.push_back(summed(micro_batch_gradients(r, x, y, b.split, index)));
+  std::vector<at::Tensor> m = draws[0];
+  for (int i = 1; i < kDraws; ++i) {
+    for (size_t j = 0; j < m.size(); ++j) {
+      if (m[j].defined() && draws[static_cast<size_t>(i)][j].defined()) m[j] = m[j] + draws[static_cast<size_t>(i)][j];
+    }
+  }
+  for (at::Tensor& t : m) {
+    if (t.defined()) t = t / static_cast<double>(kDraws);
+  }
+  double spread = 0.0;
+  for (int i = 0; i < kDraws; ++i) {
+    const std::vector<at::Tensor>& g = draws[static_cast<size_t>(i)];
+    spread += dot(g, g) - 2.0 * dot(g, m) + dot(m, m);
+  }
+  const double mu2 = dot(m, m) - spread / (kDraws - 1) / kDraws;
+  if (!(mu2 > 0) || !std::isfinite(mu2)) {
+    b.not_judged = "the batch's gradient over " + std::to_string(kDraws) +
+                   " recomputations with other random draws has no mean distinguishable from their spread";
+    return false;
+  }
+  b.rho = dot(step, m) / mu2;
+  const double h1 = dot(draws[kDraws], m) / mu2, h2 = dot(draws[kDraws + 1], m) / mu2;
+  b.rho_noise = std::abs(std::log(std::max(h1, 1e-30))) > std::abs(std::log(std::max(h2, 1e-30))) ? h1 : h2;
+  b.cosine = dot(step, m) / std::sqrt(dot(step, step) * dot(m, m));
+  b.mean_of_draws = kDraws;
+  return true;
+}
+
+}  // namespace
+
 BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
                                const std::vector<at::Tensor>& fresh,
                                const std::vector<std::vector<at::Tensor>>& step_passes, const GeneratorStates& gen,
@@ -168,7 +248,6 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
   }
   std::unique_ptr<Run> r = fresh_run(ctx, opts);
   r->load_checkpoint(before);
-  const NamedTensors buffers = r->buffers(), buffers_at = snapshot(buffers);
   // The step's passes, on the parameters judged: pass k's gradient of each (double).
   std::vector<std::vector<at::Tensor>> passes;
   for (const auto& pass : step_passes) {
@@ -176,36 +255,9 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
     for (size_t i : index) p.push_back(i < pass.size() && pass[i].defined() ? pass[i].to(torch::kDouble) : at::Tensor());
     passes.push_back(std::move(p));
   }
-  // Each split the step may have made, from the step's generator states and buffers: the first whose
-  // passes each point their micro-batch's way to the precision of the computation drew the step's own
-  // masks (then no spread of draws enters the scale); else the first split, judged against its spread.
   std::vector<at::Tensor> ref, other;
-  for (const std::vector<int64_t>& sizes : candidate_splits(x.size(0), b.passes)) {
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(buffers_at[i].second);
-    }
-    restore_generators(gen);
-    const std::vector<std::vector<at::Tensor>> parts = micro_batch_gradients(*r, x, y, sizes, index);
-    // The same draws: each backward pass points the way of its micro-batch's recomputed gradient (of
-    // the whole batch's, when the split is the whole batch), whatever weight the recipe gave it.
-    bool same = true;
-    for (size_t k = 0; same && k < passes.size(); ++k) {
-      const std::vector<at::Tensor>& part = parts[parts.size() == 1 ? 0 : k];
-      const double pp = dot(part, part), qq = dot(passes[k], passes[k]);
-      same = pp > 0 && qq > 0 && dot(passes[k], part) / std::sqrt(pp * qq) > 1.0 - 1e-6;
-    }
-    if (ref.empty() || same) {
-      ref = summed(parts);
-      b.split = sizes;
-      other = summed(micro_batch_gradients(*r, x, y, sizes, index));  // other draws
-    }
-    if (same) {
-      b.same_draws = true;
-      break;
-    }
-  }
-  double rr = dot(ref, ref);
+  find_split(*r, x, y, index, passes, gen, b, ref, other);
+  const double rr = dot(ref, ref);
   if (!(rr > 0) || !std::isfinite(rr)) {
     b.not_judged = "the recomputed gradient of the batch's loss is zero or not finite";
     return b;
@@ -213,44 +265,7 @@ BatchScale measure_batch_scale(const CheckContext& ctx, const RunOptions& opts, 
   b.rho = dot(step, ref) / rr;
   b.rho_noise = dot(other, ref) / rr;
   b.cosine = dot(step, ref) / std::sqrt(dot(step, step) * rr);
-  if (!b.same_draws) {
-    // No split drew the step's own masks (the recipe drew random numbers before its forward, on the
-    // training thread): the step's gradient is one draw g of the batch's gradient over the random
-    // draws, whose expectation mu is estimated from kDraws recomputations g_1..g_M, their mean m.
-    // <g, m> estimates rho |mu|^2 (g independent of the g_i), and |m|^2 overestimates |mu|^2 by
-    // tr(Sigma) / M, estimated from the draws' spread: |mu|^2 ~ |m|^2 - s^2 / M with
-    // s^2 = sum |g_i - m|^2 / (M - 1). The spread of the estimate: the scale of a further draw,
-    // held out of m, the farther from 1 of two.
-    constexpr int kDraws = 8;
-    std::vector<std::vector<at::Tensor>> draws{ref, other};
-    while (static_cast<int>(draws.size()) < kDraws + 2) draws.push_back(summed(micro_batch_gradients(*r, x, y, b.split, index)));
-    std::vector<at::Tensor> m = draws[0];
-    for (int i = 1; i < kDraws; ++i) {
-      for (size_t j = 0; j < m.size(); ++j) {
-        if (m[j].defined() && draws[static_cast<size_t>(i)][j].defined()) m[j] = m[j] + draws[static_cast<size_t>(i)][j];
-      }
-    }
-    for (at::Tensor& t : m) {
-      if (t.defined()) t = t / static_cast<double>(kDraws);
-    }
-    double spread = 0.0;
-    for (int i = 0; i < kDraws; ++i) {
-      const std::vector<at::Tensor>& g = draws[static_cast<size_t>(i)];
-      spread += dot(g, g) - 2.0 * dot(g, m) + dot(m, m);
-    }
-    const double mu2 = dot(m, m) - spread / (kDraws - 1) / kDraws;
-    if (!(mu2 > 0) || !std::isfinite(mu2)) {
-      b.not_judged = "the batch's gradient over " + std::to_string(kDraws) +
-                     " recomputations with other random draws has no mean distinguishable from their spread";
-      return b;
-    }
-    rr = mu2;
-    b.rho = dot(step, m) / mu2;
-    const double h1 = dot(draws[kDraws], m) / mu2, h2 = dot(draws[kDraws + 1], m) / mu2;
-    b.rho_noise = std::abs(std::log(std::max(h1, 1e-30))) > std::abs(std::log(std::max(h2, 1e-30))) ? h1 : h2;
-    b.cosine = dot(step, m) / std::sqrt(dot(step, step) * dot(m, m));
-    b.mean_of_draws = kDraws;
-  }
+  if (!b.same_draws && !scale_over_draws(*r, x, y, index, step, ref, other, b)) return b;
   if (!b.same_draws && !(std::abs(std::log(std::max(b.rho_noise, 1e-30))) < kBoundary / 2)) {
     b.not_judged = "a recomputation from other generator states (other dropout masks) gives a scale of " +
                    fmt::sig(b.rho_noise, 3) + " along the mean of " + std::to_string(b.mean_of_draws) +

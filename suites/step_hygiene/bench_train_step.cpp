@@ -94,7 +94,6 @@ void train_step_cpu(benchmark::State& state) {
   at::set_num_threads(threads_before);
 }
 
-auto* const kTrainStep =
-    tc::bench::add("reference/train_step", "cpu", train_step_cpu)->Unit(benchmark::kMillisecond);
+TC_BENCHMARKS() { tc::bench::add("reference/train_step", "cpu", train_step_cpu)->Unit(benchmark::kMillisecond); }
 
 }  // namespace

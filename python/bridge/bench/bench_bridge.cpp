@@ -256,12 +256,11 @@ void python_bridge_call_step(benchmark::State& state) {
   call_counters(state, python_run->object(), "train_step", total);
 }
 
-auto* const kTrainStep =
-    tc::bench::add("python/train_step", "cpu", python_train_step)->Unit(benchmark::kMillisecond);
-auto* const kBridgeCall =
-    tc::bench::add("python/bridge_call", "cpu", python_bridge_call)->Unit(benchmark::kNanosecond);
-auto* const kBridgeCallStep =
-    tc::bench::add("python/bridge_call_step", "cpu", python_bridge_call_step)->Unit(benchmark::kNanosecond);
+TC_BENCHMARKS() {
+  tc::bench::add("python/train_step", "cpu", python_train_step)->Unit(benchmark::kMillisecond);
+  tc::bench::add("python/bridge_call", "cpu", python_bridge_call)->Unit(benchmark::kNanosecond);
+  tc::bench::add("python/bridge_call_step", "cpu", python_bridge_call_step)->Unit(benchmark::kNanosecond);
+}
 
 }  // namespace
 }  // namespace tc::python

@@ -77,6 +77,18 @@ TEST(PythonCli, RunsAPythonRecipeAndPassesItsSpecOnAbsolute) {
   EXPECT_EQ(r.cells[0].metrics["python_specs"], nlohmann::json::array({kTiny + ":TinyRun=tiny_cli"}));
 }
 
+// A process started again for a cell loads that cell's recipe alone: its RecipeInfo::load_spec,
+// not every --python of the run.
+TEST(PythonCli, ACellPassesOnItsOwnRecipesSpecAlone) {
+  Report r;
+  const int rc = run_cli({"--python", kTiny + ":TinyRun=tiny_a", "--python", kTiny + ":TinyRun=tiny_b", "--check",
+                          "python_smoke", "--recipe", "tiny_b"}, &r);
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(r.cells.size(), 1u);
+  EXPECT_EQ(r.cells[0].recipe, "tiny_b");
+  EXPECT_EQ(r.cells[0].metrics["python_specs"], nlohmann::json::array({kTiny + ":TinyRun=tiny_b"}));
+}
+
 TEST(PythonCli, APythonErrorIsTheFailingCellsEvidenceWithTheUsersLine) {
   Report r;
   EXPECT_EQ(run_cli({"--python", kTiny + ":FailingRun=failing_cli", "--check", "python_smoke", "--recipe",

@@ -1,11 +1,13 @@
-#include "reference/loader_probe.h"
-
+// ReferenceRun's LoaderProbe (reference/reference_run.h): its data pipeline measured on its own,
+// with the tools of reference/loader_tools.h. A part of ReferenceRun, apart from those tools, so that
+// the tools do not depend on the recipe that uses them.
 #include <thread>
 
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "harness/contract/costly_augment.h"
+#include "reference/loader_tools.h"
 #include "reference/reference_run.h"
 
 namespace tc::ref {
@@ -18,34 +20,6 @@ double seconds_since(Clock::time_point t0) {
 }
 
 }  // namespace
-
-DataWaitStats time_data_wait(const std::function<int64_t()>& next, const std::function<void()>& step,
-                             int64_t warmup_steps, int64_t steps) {
-  DataWaitStats s;
-  s.warmup_steps = warmup_steps;
-  for (int64_t i = 0; i < warmup_steps; ++i) {
-    const auto t0 = Clock::now();
-    const int64_t n = next();
-    s.warmup_wait_s += seconds_since(t0);
-    TORCH_CHECK(n > 0, "time_data_wait: the loader ended during warm-up");
-    step();
-  }
-  const auto start = Clock::now();
-  for (int64_t i = 0; i < steps; ++i) {
-    const auto t0 = Clock::now();
-    const int64_t n = next();
-    s.wait_s += seconds_since(t0);
-    if (n <= 0) break;
-    step();
-    s.samples += n;
-    ++s.steps;
-  }
-  s.wall_s = seconds_since(start);
-  return s;
-}
-
-at::Tensor costly_blur(const at::Tensor& images, int64_t rounds) { return CostlyAugment{rounds, {}}(images); }
-
 
 DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
   TORCH_CHECK(data_, "measure_data_wait: call setup() first");
