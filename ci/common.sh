@@ -21,7 +21,8 @@ TC_DEBS=(cmake ninja-build g++ git ccache libgtest-dev libbenchmark-dev nlohmann
          libgloo-dev  # Gloo headers: ProcessGroupGloo.hpp includes them (the wheel ships none)
          python3.11-dev  # the libpython the Python bridge embeds (python/CMakeLists.txt)
          clang libclang-rt-14-dev  # ci/fuzz: clang 14 and its libFuzzer/ASan/UBSan runtimes
-         valgrind)  # `bench --measure instructions`: callgrind and its client-request headers
+         valgrind  # `bench --measure instructions`: callgrind and its client-request headers
+         universal-ctags)  # ci/code-shape: the length of every function (ctest code.shape_limits)
 
 TC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TC_BUILD_DIR=${TC_BUILD_DIR:-$TC_ROOT/build}

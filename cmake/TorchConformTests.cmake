@@ -546,6 +546,9 @@ add_test(NAME contract.public_api_documented COMMAND ${TC_TEST_PYTHON} ${PROJECT
 set_tests_properties(contract.public_api_documented PROPERTIES LABELS unit)
 add_test(NAME layers.rule_catches_forbidden_includes COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/check-layers --self-test)
 set_tests_properties(layers.include_rule layers.rule_catches_forbidden_includes PROPERTIES LABELS unit)
+# No function over 80 lines and no file over 600 outside tests (universal-ctags' count, ci/code-shape).
+add_test(NAME code.shape_limits COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/code-shape --check)
+set_tests_properties(code.shape_limits PROPERTIES LABELS unit SKIP_RETURN_CODE 77)
 
 # --- the scripts beside the binary (ci/nightly, the GPU bundle) and the ab / qualify JSON schemas --
 include(${CMAKE_CURRENT_LIST_DIR}/ScriptTests.cmake)
