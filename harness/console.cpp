@@ -118,9 +118,13 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells, const std::
   if (!not_applicable.empty()) {
     std::map<std::string, int> per_check;
     for (const NotApplicable& n : not_applicable) ++per_check[n.check];
-    os << "  not applicable: " << not_applicable.size() << " (left out, not cells:";
+    std::set<std::string> why;  // each reason's head ("the check judges Python recipes only")
+    for (const NotApplicable& n : not_applicable) why.insert(n.reason.substr(0, n.reason.find(':')));
+    os << "  not applicable (left out, not cells):";
     for (const auto& [check, n] : per_check) os << ' ' << check << '=' << n;
-    os << "; " << not_applicable.front().reason << ")\n";
+    std::string reasons;
+    for (const std::string& w : why) reasons += (reasons.empty() ? "" : "; ") + w;
+    os << " (" << reasons << "; the report lists each)\n";
   }
   print_error_owners(os, cells);
 }

@@ -242,7 +242,10 @@ void header_section(std::ostringstream& h, const Report& r) {
     for (const NotApplicable& n : r.not_applicable) ++per_check[n.check];
     h << "<p id=\"not-applicable\">not applicable (left out, not cells):";
     for (const auto& [check, n] : per_check) h << " <span class=\"count\">" << escape(check) << ": " << n << "</span>";
-    h << " &mdash; " << escape(r.not_applicable.front().reason) << "</p>\n";
+    std::set<std::string> why;  // each reason's head ("the check judges Python recipes only")
+    for (const NotApplicable& n : r.not_applicable) why.insert(n.reason.substr(0, n.reason.find(':')));
+    for (const std::string& w : why) h << " &mdash; " << escape(w);
+    h << "</p>\n";
   }
   if (s.not_judged.empty()) return;
   h << "<p id=\"not-judged\">not judged (cells that ended a promise recorded without a verdict, per check):";

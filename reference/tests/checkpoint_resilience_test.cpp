@@ -267,7 +267,7 @@ TEST(FailedWrites, FileSizeLimitMidWriteKeepsThePreviousCheckpointAndReport) {
   // `torchconform run --json PATH`: the report is larger than the limit.
   const ChildResult c2 = limited(report_limit, [&] {
     std::string err;
-    const int rc = cli({"torchconform", "run", "--in-process", "--check", "torch_compile", "--recipe", "reference",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "device_agnostic", "--recipe", "mixed_devices",
                         "--json", report, "--html", ""}, &err);
     return "R" + std::to_string(rc) + " " + err;
   });
@@ -324,7 +324,7 @@ TEST(FailedWrites, ReadOnlyDirectoryKeepsThePreviousCheckpointAndReport) {
       out += std::string("checkpoint: ") + e.what() + "\n";
     }
     std::string err;
-    const int rc = cli({"torchconform", "run", "--in-process", "--check", "torch_compile", "--recipe", "reference",
+    const int rc = cli({"torchconform", "run", "--in-process", "--check", "device_agnostic", "--recipe", "mixed_devices",
                         "--json", report, "--html", ""}, &err);
     return "R" + std::to_string(rc) + " " + out + "run: " + err;
   });
