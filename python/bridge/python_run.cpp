@@ -152,7 +152,7 @@ std::string PythonRun::method(const char* name) const {
 
 template <class Absent, class Invoke>
 auto PythonRun::probe(const char* name, Absent absent, Invoke invoke) const {
-  if (probes_.count(name) == 0) return absent();
+  if (!provides(name)) return absent();
   {
     const InMethod in(name);
     py::gil_scoped_acquire gil;
@@ -382,7 +382,7 @@ DataWaitStats PythonRun::measure_data_wait(const LoaderProbeOptions& o) {
     throw ProbeNotProvided("the check's extra augmentation is C++ code, which a Python recipe's DataLoader "
                            "workers (other processes) cannot run");
   }
-  if (!o.device && (probes_.count("forward_train") == 0 || probes_.count("training_loss") == 0)) {
+  if (!o.device && (!provides("forward_train") || !provides("training_loss"))) {
     throw ProbeNotProvided("the real step on the device needs the recipe's forward_train() and training_loss() "
                            "(torchconform.Run), which it does not provide");
   }

@@ -134,7 +134,11 @@ class __attribute__((visibility("hidden"))) PythonRun : public Run,
   auto call(const char* name, Invoke invoke) const;
   // "ClassName.name()", for errors in the recipe's terms.
   std::string method(const char* name) const;
-  // The same for an optional probe; `absent` is tc::Run's default, run where the probe is missing.
+  // Whether the Python class provides the optional probe `name` (overrides it; torchconform's
+  // provided_probes): the one answer to "which probes" for a Python recipe.
+  bool provides(const char* name) const { return probes_.count(name) > 0; }
+  // The same call for an optional probe; `absent` is tc::Run's default, run where the probe is
+  // missing (provides() false, or the override raises NotImplementedError).
   template <class Absent, class Invoke>
   auto probe(const char* name, Absent absent, Invoke invoke) const;
   std::vector<at::Tensor> augmentations(int64_t epoch, int64_t batches);

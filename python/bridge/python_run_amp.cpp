@@ -89,7 +89,7 @@ std::optional<GradScalerState> PythonRun::scaler_state() const {
 }
 
 std::function<double()> PythonRun::amp_step_on(const AmpWorkload& workload) {
-  if (probes_.count("amp_step_on") == 0) return {};
+  if (!provides("amp_step_on")) return {};
   const InMethod in("amp_step_on");
   py::gil_scoped_acquire gil;
   try {
