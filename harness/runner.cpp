@@ -133,34 +133,34 @@ std::vector<const Info*> select(const std::vector<Info>& all, const std::vector<
   return out;
 }
 
+// Every check x recipe x device of the plan's selection, in plan order.
+template <typename F>
+void for_each_selected(const Registry& registry, const RunPlan& plan, F f) {
+  const auto checks = select(registry.checks(), plan.checks, "check");
+  const auto recipes = select(registry.recipes(), plan.recipes, "recipe");
+  for (const DeviceSlot& d : plan.devices) {
+    for (const CheckInfo* c : checks) {
+      for (const RecipeInfo* r : recipes) f(c, r, d);
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& plan) {
-  auto checks = select(registry.checks(), plan.checks, "check");
-  auto recipes = select(registry.recipes(), plan.recipes, "recipe");
   std::vector<PlannedCell> cells;
-  for (const DeviceSlot& d : plan.devices) {
-    for (const CheckInfo* c : checks) {
-      for (const RecipeInfo* r : recipes) {
-        if (!c->judges_language(r->language_name())) continue;  // no cell: it cannot apply (->Languages)
-        if (c->covers_variants || !r->is_variant()) cells.push_back({c, r, d});
-      }
-    }
-  }
+  for_each_selected(registry, plan, [&](const CheckInfo* c, const RecipeInfo* r, const DeviceSlot& d) {
+    if (!c->judges_language(r->language_name())) return;  // no cell: it cannot apply (->Languages)
+    if (c->covers_variants || !r->is_variant()) cells.push_back({c, r, d});
+  });
   return cells;
 }
 
 std::vector<NotApplicable> not_applicable_cells(const Registry& registry, const RunPlan& plan) {
-  auto checks = select(registry.checks(), plan.checks, "check");
-  auto recipes = select(registry.recipes(), plan.recipes, "recipe");
   std::vector<NotApplicable> out;
-  for (const DeviceSlot& d : plan.devices) {
-    for (const CheckInfo* c : checks) {
-      for (const RecipeInfo* r : recipes) {
-        if (!c->judges_language(r->language_name())) out.push_back({c->name, r->name, d.name, c->languages_why});
-      }
-    }
-  }
+  for_each_selected(registry, plan, [&](const CheckInfo* c, const RecipeInfo* r, const DeviceSlot& d) {
+    if (!c->judges_language(r->language_name())) out.push_back({c->name, r->name, d.name, c->languages_why});
+  });
   return out;
 }
 

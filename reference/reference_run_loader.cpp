@@ -11,15 +11,6 @@
 #include "reference/reference_run.h"
 
 namespace tc::ref {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-}  // namespace
 
 DataWaitStats ReferenceRun::measure_data_wait(const LoaderProbeOptions& o) {
   TORCH_CHECK(data_, "measure_data_wait: call setup() first");
@@ -112,12 +103,13 @@ CopyTiming ReferenceRun::time_host_to_device_copy(int64_t bytes) {
   at::Tensor host = torch::rand({std::max<int64_t>(1, bytes / 4)}).pin_memory();
   to_device(host);  // warm-up: allocator, context
   torch::cuda::synchronize();
-  const auto t0 = Clock::now();
+  using Seconds = std::chrono::duration<double>;
+  const auto t0 = std::chrono::steady_clock::now();
   at::Tensor dev = to_device(host);
   CopyTiming t;
-  t.call_s = seconds_since(t0);
+  t.call_s = Seconds(std::chrono::steady_clock::now() - t0).count();
   torch::cuda::synchronize();
-  t.total_s = seconds_since(t0);
+  t.total_s = Seconds(std::chrono::steady_clock::now() - t0).count();
   t.pinned = host.is_pinned();
   return t;
 }

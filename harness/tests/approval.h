@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/util/posix_fs.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 

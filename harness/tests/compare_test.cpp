@@ -6,7 +6,7 @@
 #include "harness/compare_text.h"
 #include "harness/gbench_json.h"
 #include "harness/report_json.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 namespace {

@@ -25,7 +25,7 @@
 
 #include "harness/cli.h"
 #include "harness/util/posix_fs.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 namespace resilience {

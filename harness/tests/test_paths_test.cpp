@@ -1,4 +1,4 @@
-// The paths the tests find the trees by (harness/tests/test_paths.h) point at what they name: a
+// The paths the tests find the trees by (harness/testing/test_paths.h) point at what they name: a
 // wrong define there would make every test that reads a source file or starts the binary fail far
 // from the cause.
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace {
 
@@ -22,7 +22,7 @@ TEST(TestPaths, EachPathIsWhatItNames) {
   ASSERT_FALSE(src.empty());
   ASSERT_FALSE(bin.empty());
   EXPECT_TRUE(is_file(src + "/CMakeLists.txt")) << src;
-  EXPECT_TRUE(is_file(src + "/harness/tests/test_paths.h")) << src;
+  EXPECT_TRUE(is_file(src + "/harness/testing/test_paths.h")) << src;
   EXPECT_TRUE(is_file(bin + "/CMakeCache.txt")) << bin;
   EXPECT_NE(std::string(tc::test_paths::torchconform_binary()).find(bin), std::string::npos)
       << "the binary under test is the build tree's: " << tc::test_paths::torchconform_binary();

@@ -42,7 +42,7 @@
 #include "reference/fuzz/checkpoint_fuzz_body.h"
 #include "reference/reference_run.h"
 #include "suites/support/tensor_compare.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 namespace {

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suites/amp/speed_judge.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc::amp {
 namespace {

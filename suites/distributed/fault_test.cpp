@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/child_process.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 #include "harness/util/posix_fs.h"
 
 namespace tc {

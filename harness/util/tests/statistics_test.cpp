@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/util/statistics.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc::stats {
 namespace {

@@ -14,7 +14,7 @@
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
 #include "harness/report_json.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 namespace {

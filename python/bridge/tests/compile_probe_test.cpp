@@ -11,7 +11,7 @@
 #include "python/bridge/interpreter.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace py = pybind11;
 

@@ -13,7 +13,7 @@
 #include "harness/contract/registry.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace py = pybind11;
 

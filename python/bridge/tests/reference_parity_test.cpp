@@ -16,7 +16,7 @@
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
 #include "python/bridge/loader.h"
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc {
 namespace {

@@ -1,4 +1,4 @@
-#include "harness/tests/test_paths.h"
+#include "harness/testing/test_paths.h"
 
 namespace tc::test_paths {
 
