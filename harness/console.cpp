@@ -6,6 +6,8 @@
 #include <set>
 #include <tuple>
 
+#include "harness/util/text_format.h"
+
 namespace tc {
 namespace {
 
@@ -36,6 +38,24 @@ const char* role_heading(const std::string& role) {
   if (role == "reference") return "the suite's reference";
   if (role == "variant") return "the suite's broken variants";
   return "your recipes (subjects under test)";
+}
+
+// Per check that ran a targeted variant or raised a false alarm: its mutation score and its
+// false-alarm rate on this run's controls (Summary::teeth).
+void print_teeth(std::ostream& os, const Summary& s) {
+  size_t width = 0;
+  for (const auto& [check, t] : s.teeth) {
+    if (t.variants + t.variants_not_judged + t.false_alarms > 0) width = std::max(width, check.size());
+  }
+  if (width == 0) return;
+  os << "  teeth per check (targeted variants caught / judged; controls failed / judged):\n";
+  for (const auto& [check, t] : s.teeth) {
+    if (t.variants + t.variants_not_judged + t.false_alarms == 0) continue;
+    os << "    " << padded(check, width + 2) << t.caught << '/' << t.variants << " caught";
+    if (t.variants > 0) os << " (score " << fmt::sig(t.mutation_score(), 3) << ')';
+    if (t.variants_not_judged > 0) os << ", " << t.variants_not_judged << " not judged (out of the score)";
+    os << "; " << t.false_alarms << '/' << t.controls << " false alarms\n";
+  }
 }
 
 }  // namespace
@@ -114,6 +134,7 @@ void print_summary(std::ostream& os, const std::vector<Cell>& cells, const std::
     for (const auto& [check, per] : s.not_judged) os << ' ' << check << '=' << per.at("");
     os << '\n';
   }
+  print_teeth(os, s);
   // Not cells: checks that cannot apply to a recipe's language, counted per check.
   if (!not_applicable.empty()) {
     std::map<std::string, int> per_check;

@@ -73,6 +73,18 @@ json report_to_json(const Report& r) {
     not_judged[check] = {{"cells", per.count("") ? per.at("") : 0}, {"promises", promises}};
   }
   summary["not_judged"] = not_judged;
+  json teeth = json::object();
+  for (const auto& [check, t] : s.teeth) {
+    const double score = t.mutation_score(), rate = t.false_alarm_rate();
+    teeth[check] = {{"controls", t.controls},         {"false_alarms", t.false_alarms},
+                    {"controls_not_judged", t.controls_not_judged},
+                    {"variants", t.variants},         {"caught", t.caught},
+                    {"missed", t.missed},             {"variants_not_judged", t.variants_not_judged},
+                    {"errors", t.errors},             {"skipped", t.skipped},
+                    {"false_alarm_rate", rate < 0 ? json(nullptr) : json(rate)},
+                    {"mutation_score", score < 0 ? json(nullptr) : json(score)}};
+  }
+  summary["teeth"] = teeth;
   summary["not_applicable"] = r.not_applicable.size();
   json not_applicable = json::array();
   for (const NotApplicable& n : r.not_applicable) {

@@ -418,6 +418,12 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
                     "recipe threw a non-standard exception";
   }
   cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The promises a targeted variant declares it breaks, on its record: the summary's teeth count a
+  // variant whose declared promises all ended not judged apart (summarize, contract/record.h).
+  const std::vector<std::string>* declared = planned.recipe->declared_breaks(cell.check);
+  if (cell.expected == Expected::kFail && declared != nullptr && cell.metrics.is_object()) {
+    cell.metrics["declared_breaks"] = *declared;
+  }
   const std::string changed = ProcessState::restore(kRunStart);
   if (!changed.empty()) {
     cell.evidence += std::string(cell.evidence.empty() || cell.evidence.back() == '\n' ? "" : "\n") +

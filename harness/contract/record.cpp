@@ -88,6 +88,53 @@ Verdict judge(Expected expected, Outcome outcome, Role role) {
   return Verdict::kError;
 }
 
+namespace {
+
+// The ids of a cell's promises with `status` (metrics.promises).
+std::set<std::string> promise_ids(const Cell& c, const char* status) {
+  std::set<std::string> ids;
+  if (!c.metrics.is_object() || !c.metrics.contains("promises") || !c.metrics["promises"].is_array()) return ids;
+  for (const auto& p : c.metrics["promises"]) {
+    if (p.is_object() && p.value("status", std::string()) == status) ids.insert(p.value("id", std::string("?")));
+  }
+  return ids;
+}
+
+// A variant that was not caught and whose declared promises were all recorded, not judged.
+bool declared_all_not_judged(const Cell& c) {
+  if (c.verdict == Verdict::kOk || !c.metrics.is_object() || !c.metrics.contains("declared_breaks")) return false;
+  const nlohmann::json& declared = c.metrics["declared_breaks"];
+  if (!declared.is_array() || declared.empty()) return false;
+  const std::set<std::string> recorded = promise_ids(c, "recorded");
+  for (const auto& id : declared) {
+    if (!id.is_string() || recorded.count(id.get<std::string>()) == 0) return false;
+  }
+  return true;
+}
+
+void count_teeth(const Cell& c, std::map<std::string, Summary::Teeth>& teeth) {
+  const bool control = c.role == Role::kReference && c.expected == Expected::kPass;
+  const bool variant = c.role == Role::kVariant && c.expected == Expected::kFail;
+  if (!control && !variant) return;
+  Summary::Teeth& t = teeth[c.check];
+  if (c.verdict == Verdict::kSkipped) {
+    ++t.skipped;
+  } else if (c.verdict == Verdict::kError) {
+    ++t.errors;
+  } else if (control) {
+    ++t.controls;
+    if (c.verdict == Verdict::kFalseAlarm) ++t.false_alarms;
+    if (!promise_ids(c, "recorded").empty()) ++t.controls_not_judged;
+  } else if (declared_all_not_judged(c)) {
+    ++t.variants_not_judged;
+  } else {
+    ++t.variants;
+    ++(c.verdict == Verdict::kOk ? t.caught : t.missed);
+  }
+}
+
+}  // namespace
+
 Summary summarize(const std::vector<Cell>& cells) {
   Summary s;
   for (Verdict v : kVerdicts) s.counts[to_string(v)] = 0;
@@ -100,14 +147,12 @@ Summary summarize(const std::vector<Cell>& cells) {
     }
     ++it->second[to_string(c.verdict)];
     ++it->second["total"];
+    count_teeth(c, s.teeth);
     if (c.verdict == Verdict::kSkipped || !c.metrics.is_object() || !c.metrics.contains("promises") ||
         !c.metrics["promises"].is_array()) {
       continue;
     }
-    std::set<std::string> ids;  // a promise judged per dtype or device may be recorded twice in a cell
-    for (const auto& p : c.metrics["promises"]) {
-      if (p.is_object() && p.value("status", std::string()) == "recorded") ids.insert(p.value("id", std::string("?")));
-    }
+    const std::set<std::string> ids = promise_ids(c, "recorded");  // a promise judged per dtype may be recorded twice
     for (const std::string& id : ids) ++s.not_judged[c.check][id];
     if (!ids.empty()) ++s.not_judged[c.check][""];
   }

@@ -79,6 +79,25 @@ struct Summary {
   // Per check, the cells (not skipped) that ended a promise not judged (status "recorded": measured
   // or preconditioned, no verdict), and per promise how many: check -> promise -> cells ("" -> any).
   std::map<std::string, std::map<std::string, int>> not_judged;
+  // Per check, its teeth on this run's own controls and variants (the suite's reference and broken
+  // variants; generated draws and their mutants, docs/generated.md). Skipped cells and errors are
+  // counted apart from both rates; a targeted variant whose declared promises (metrics
+  // "declared_breaks", set by the runner) all ended not judged, its mistake changing nothing on that
+  // run's data, is neither caught nor missed: counted apart and out of the score.
+  struct Teeth {
+    int controls = 0;             // control cells judged (ok or false_alarm)
+    int false_alarms = 0;         // controls the check failed
+    int controls_not_judged = 0;  // of the controls, those with a promise recorded, not judged
+    int variants = 0;             // targeted variant cells judged (caught or missed)
+    int caught = 0;
+    int missed = 0;
+    int variants_not_judged = 0;  // every declared promise recorded, not judged: out of the score
+    int errors = 0, skipped = 0;  // controls and variants alike
+    // caught / variants and false_alarms / controls; negative where there is nothing to divide.
+    double mutation_score() const { return variants > 0 ? static_cast<double>(caught) / variants : -1.0; }
+    double false_alarm_rate() const { return controls > 0 ? static_cast<double>(false_alarms) / controls : -1.0; }
+  };
+  std::map<std::string, Teeth> teeth;  // only the checks that ran a control or a variant
 };
 
 Summary summarize(const std::vector<Cell>& cells);

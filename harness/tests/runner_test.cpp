@@ -86,6 +86,51 @@ TEST(Verdict, SummaryCountsEveryVerdict) {
   EXPECT_EQ(s.counts.size(), 6u);
 }
 
+// The teeth per check: controls judged and failed, targeted variants caught and missed, and apart
+// from both rates the skipped, the errors and a variant whose declared promises were all recorded.
+TEST(Verdict, SummaryTeethCountsControlsAndVariantsAndWhatWasNotJudgedApart) {
+  auto cell = [](Role role, Expected expected, Verdict verdict, nlohmann::json metrics = nlohmann::json::object()) {
+    Cell c;
+    c.check = "step_hygiene";
+    c.role = role;
+    c.expected = expected;
+    c.verdict = verdict;
+    c.metrics = std::move(metrics);
+    return c;
+  };
+  const nlohmann::json recorded = {{"promises", {{{"id", "clip"}, {"status", "recorded"}}}}, {"declared_breaks", {"clip"}}};
+  const nlohmann::json broke_other = {{"promises", {{{"id", "clip"}, {"status", "recorded"}}, {{"id", "fresh"}, {"status", "held"}}}},
+                                      {"declared_breaks", {"clip", "fresh"}}};
+  std::vector<Cell> cells = {
+      cell(Role::kReference, Expected::kPass, Verdict::kOk),
+      cell(Role::kReference, Expected::kPass, Verdict::kOk, {{"promises", {{{"id", "clip"}, {"status", "recorded"}}}}}),
+      cell(Role::kReference, Expected::kPass, Verdict::kFalseAlarm),
+      cell(Role::kReference, Expected::kPass, Verdict::kSkipped),
+      cell(Role::kVariant, Expected::kFail, Verdict::kOk),
+      cell(Role::kVariant, Expected::kFail, Verdict::kOk),
+      cell(Role::kVariant, Expected::kFail, Verdict::kMissed, recorded),     // its promise never judged
+      cell(Role::kVariant, Expected::kFail, Verdict::kMissed, broke_other),  // one declared promise held: missed
+      cell(Role::kVariant, Expected::kFail, Verdict::kError),
+      cell(Role::kVariant, Expected::kAny, Verdict::kOk),                    // not aimed at this check
+      cell(Role::kSubject, Expected::kPass, Verdict::kFail),                 // a user's recipe: no teeth
+  };
+  const Summary::Teeth t = summarize(cells).teeth.at("step_hygiene");
+  EXPECT_EQ(t.controls, 3);
+  EXPECT_EQ(t.false_alarms, 1);
+  EXPECT_EQ(t.controls_not_judged, 1);
+  EXPECT_EQ(t.variants, 3);
+  EXPECT_EQ(t.caught, 2);
+  EXPECT_EQ(t.missed, 1);
+  EXPECT_EQ(t.variants_not_judged, 1);
+  EXPECT_EQ(t.errors, 1);
+  EXPECT_EQ(t.skipped, 1);
+  EXPECT_DOUBLE_EQ(t.mutation_score(), 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(t.false_alarm_rate(), 1.0 / 3.0);
+  EXPECT_LT(Summary::Teeth{}.mutation_score(), 0.0);  // nothing to divide
+  cells.erase(cells.begin(), cells.end() - 1);
+  EXPECT_TRUE(summarize(cells).teeth.empty());  // a subject alone: no teeth to count
+}
+
 TEST(Verdict, SummaryCountsTheRolesApart) {
   std::vector<Cell> cells(4);
   cells[0].role = Role::kReference, cells[0].verdict = Verdict::kOk;

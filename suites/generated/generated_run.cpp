@@ -74,6 +74,8 @@ const std::vector<Operator>& operators() {
        [](const Draw& d) -> std::string { return d.is(kAccumulation, "1") ? "one micro-batch per step: its share is the whole batch" : ""; }},
       {"clip_after_step", "clip_grad_norm_ after optimizer.step(): the step used the unclipped gradient",
        "step_hygiene", {"clip_between_backward_and_step"}, none},
+      {"clip_subset", "clip_grad_norm_ given the head's parameters only (the last layer): the layers before it step with their gradient unclipped",
+       "step_hygiene", {"clip_between_backward_and_step"}, none},
       {"no_optimizer_state", "the optimizer's state (momentum, moments) left out of the checkpoint", "resume_equality",
        {"resume_bitwise"}, none},
       {"no_scheduler_state", "the schedule's state left out of the checkpoint", "resume_equality", {"resume_bitwise"},
@@ -91,6 +93,11 @@ const std::vector<Operator>& operators() {
          if (d.is(kEma, "kept")) return "the EMA is kept but nothing reads it (not evaluated, not a parameter or buffer)";
          return "";
        }},
+      {"no_scaler_state", "the GradScaler's state (scale, growth tracker) left out of the checkpoint: with fp16 the resumed run starts over at the initial scale",
+       "resume_equality", {"resume_bitwise_amp"}, none},
+      {"lenient_load", "the checkpoint loaded into the model wrapped for data parallelism with strict=False: no key matches "
+       "('module.' prefixed), nothing loads and nothing says so; the resume goes on from the fresh initialisation",
+       "resume_equality", {"resume_bitwise"}, none},
       {"eval_without_eval", "evaluation without model.eval(): dropout drops and BatchNorm updates its statistics",
        "eval_mode", {"eval_bitwise", "bn_stats_untouched"},
        [](const Draw& d) -> std::string {
@@ -361,12 +368,15 @@ class GeneratedRun : public ref::ReferenceRun {
   }
 
   void optimisation_step(const at::Tensor& loss) override {
-    if (!is(op_, "drop_zero_grad") && !is(op_, "clip_after_step")) return ReferenceRun::optimisation_step(loss);
+    if (!is(op_, "drop_zero_grad") && !is(op_, "clip_after_step") && !is(op_, "clip_subset")) {
+      return ReferenceRun::optimisation_step(loss);
+    }
     if (!is(op_, "drop_zero_grad")) optimizer_->zero_grad(/*set_to_none=*/true);
     backward(loss);
     after_backward();
     scaler_->unscale_(*optimizer_);
     if (is(op_, "drop_zero_grad")) torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
+    if (is(op_, "clip_subset")) torch::nn::utils::clip_grad_norm_(head_parameters(), config_.clip_norm);
     scaler_->step(*optimizer_);
     if (is(op_, "clip_after_step")) torch::nn::utils::clip_grad_norm_(step_parameters(), config_.clip_norm);
     scaler_->update();
@@ -427,6 +437,7 @@ class GeneratedRun : public ref::ReferenceRun {
                            : is(op_, "no_rng_state")       ? "rng"
                            : is(op_, "no_sampler_state")   ? "sampler"
                            : is(op_, "no_ema_state")       ? "ema"
+                           : is(op_, "no_scaler_state")    ? "scaler"
                                                            : nullptr;
     if (left_out != nullptr) {
       parts.erase(std::remove_if(parts.begin(), parts.end(), [&](const ref::CheckpointPart& p) { return p.name == left_out; }),
@@ -436,8 +447,56 @@ class GeneratedRun : public ref::ReferenceRun {
   }
 
  private:
+  // The last layer's parameters (the head: those sharing the last parameter's prefix).
+  std::vector<at::Tensor> head_parameters() const {
+    const auto named = module_->named_parameters();
+    const std::string last = named[named.size() - 1].key();
+    const std::string head = last.substr(0, last.rfind('.') + 1);
+    std::vector<at::Tensor> out;
+    for (const auto& p : named) {
+      if (p.key().rfind(head, 0) == 0) out.push_back(p.value());
+    }
+    return out;
+  }
+
+  // lenient_load: what load_state_dict(strict=False) into a model wrapped under "module." does
+  // with a bare checkpoint: each key looked for under "module.", skipped when absent.
+  ref::CheckpointPart lenient_model_part(ref::CheckpointPart saved) {
+    saved.load = [this](torch::serialize::InputArchive& a) {
+      torch::NoGradGuard no_grad;
+      if (d_.is(kCheckpoint, "archive")) {
+        torch::serialize::InputArchive inner;
+        if (a.try_read("module", inner)) Wrapper(module_).load(a);
+        return;
+      }
+      c10::IValue v;
+      std::optional<c10::Dict<c10::IValue, c10::IValue>> dict;
+      if (d_.is(kCheckpoint, "state_dict_entry") && a.try_read("state_dict", v)) dict = v.toGenericDict();
+      auto load = [&](const std::string& key, at::Tensor& into, bool buffer) {
+        const std::string wrapped = "module." + key;
+        at::Tensor t;
+        if (dict) {
+          if (dict->contains(wrapped)) t = dict->at(wrapped).toTensor();
+        } else if (!a.try_read(wrapped, t, buffer)) {
+          return;
+        }
+        if (t.defined()) into.copy_(t);
+      };
+      for (auto& p : module_->named_parameters()) load(p.key(), p.value(), false);
+      for (auto& b : module_->named_buffers()) load(b.key(), b.value(), true);
+    };
+    return saved;
+  }
+
   // The model's part in the draw's layout; with prefixed_save, every key under "module.".
   ref::CheckpointPart model_part() {
+    if (is(op_, "lenient_load")) {
+      const Operator* const kept = op_;
+      op_ = nullptr;  // saved as the draw saves it
+      ref::CheckpointPart part = model_part();
+      op_ = kept;
+      return lenient_model_part(std::move(part));
+    }
     const std::string prefix = is(op_, "prefixed_save") ? "module." : "";
     if (d_.is(kCheckpoint, "archive")) {
       if (prefix.empty()) return ReferenceRun::checkpoint_parts().at(0);

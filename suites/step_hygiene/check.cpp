@@ -140,8 +140,9 @@ void set_grads(NamedTensors& ps, const std::vector<at::Tensor>& grads, double fa
   }
 }
 
+// `clip_only` (null: every parameter with a gradient): the parameters clip_grad_norm_ is given.
 Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
-                const std::vector<at::Tensor>& grads, double max_norm) {
+                const std::vector<at::Tensor>& grads, double max_norm, const std::vector<bool>* clip_only = nullptr) {
   std::unique_ptr<Run> r = fresh_run(ctx, opts);
   r->load_checkpoint(before);
   Replayed out;
@@ -153,6 +154,12 @@ Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::stri
   NamedTensors ps = r->parameters();
   std::vector<at::Tensor> with_grad;
   set_grads(ps, grads, 1.0, &with_grad);
+  if (clip_only != nullptr) {
+    with_grad.clear();
+    for (size_t i = 0; i < ps.size() && i < grads.size() && i < clip_only->size(); ++i) {
+      if (grads[i].defined() && (*clip_only)[i]) with_grad.push_back(ps[i].second);
+    }
+  }
   if (max_norm > 0 && !with_grad.empty()) torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
   out.clipped = grads_of(ps);
   opt->optimizer_step();
@@ -226,6 +233,42 @@ std::vector<at::Tensor> sum_of_passes(const std::vector<std::vector<at::Tensor>>
   return out;
 }
 
+// Clipping over a subset of the parameters (clip_grad_norm_ given one submodule's or one param
+// group's parameters): each parameter's update is compared on its own with the unclipped step's and
+// the correctly clipped step's. Where some match the unclipped step alone, the step is replayed with
+// clip_grad_norm_ over the others only; nullopt unless that replay reproduces the whole update.
+std::optional<Cause> clipped_a_subset(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
+                                      const NamedTensors& start, const NamedTensors& recipe_after,
+                                      const std::vector<at::Tensor>& fresh, const Replayed& raw, const Replayed& correct,
+                                      double max_norm, double kappa) {
+  const NamedTensors raw_bound = update_bound(start, raw, 0.0), clipped_bound = update_bound(start, correct, kappa);
+  std::vector<bool> in_clip(fresh.size(), false);
+  std::vector<std::string> left_out;
+  size_t with_grad = 0;
+  for (size_t i = 0; i < fresh.size() && i < recipe_after.size(); ++i) {
+    if (!fresh[i].defined()) continue;
+    ++with_grad;
+    const bool as_raw = compare_within({recipe_after[i]}, {raw.after[i]}, {raw_bound[i]}).within();
+    const bool as_clipped = compare_within({recipe_after[i]}, {correct.after[i]}, {clipped_bound[i]}).within();
+    if (as_raw && !as_clipped) {
+      left_out.push_back(start[i].first);
+    } else {
+      in_clip[i] = true;
+    }
+  }
+  if (left_out.empty() || left_out.size() == with_grad) return std::nullopt;
+  const Tolerance t = against(recipe_after, start, replay(ctx, opts, before, fresh, max_norm, &in_clip), kappa);
+  if (!t.within()) return std::nullopt;
+  return Cause{kClip,
+               "it equals the update with clip_grad_norm_ given " + std::to_string(with_grad - left_out.size()) + " of the " +
+                   std::to_string(with_grad) + " parameter tensors with a gradient (within " + fmt::sig(t.ratio, 3) +
+                   " of the bound; gradient norm " + fmt::sig(l2(fresh), 4) + " > max_norm " + fmt::sig(max_norm, 4) +
+                   "): " + fmt::first_items(left_out, 4) +
+                   " stepped with their gradient unclipped, so clipping covered a subset of the parameters, not all "
+                   "that the optimizer steps",
+               true};
+}
+
 Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const NamedTensors& start,
               const NamedTensors& recipe_after, const std::vector<at::Tensor>& fresh,
               const std::vector<std::vector<at::Tensor>>& passes,
@@ -240,7 +283,13 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
   }
   const double norm = l2(fresh);
   if (max_norm > 0 && norm > max_norm) {
-    const Tolerance t_raw = against(recipe_after, start, replay(ctx, opts, before, fresh, 0.0), 0.0);
+    const Replayed raw = replay(ctx, opts, before, fresh, 0.0);
+    const Tolerance t_raw = against(recipe_after, start, raw, 0.0);
+    if (!t_raw.within()) {
+      if (std::optional<Cause> c = clipped_a_subset(ctx, opts, before, start, recipe_after, fresh, raw, correct, max_norm, kappa)) {
+        return *c;
+      }
+    }
     if (t_raw.within()) {
       // Where the gradient left on the parameters is the clipped one, clipping ran after the step.
       NamedTensors left, clipped, bound;
