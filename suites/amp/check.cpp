@@ -14,9 +14,10 @@
 //    operand and writes its output in the dtype, and the batch is rounded on entry: r = 2 calls + 1
 //    (the reference CNN: 5 calls, r = 11; a 4-layer net: 10 calls, r = 21). Where the model
 //    amplifies a rounding (cancelling reductions, ReLU or max-pool switching), the weights' roundings
-//    cost more than u: s is measured on the recipe, as the relative change of its fp32 first
-//    gradient (for the loss bound: of its loss) when its matmul weights are rounded to the dtype
-//    once, from the same start; the activations' roundings may cost as much again: 2 s. The update
+//    cost more than u: s is measured on the recipe, as the largest relative change of its fp32
+//    gradient (for the loss bound: of its loss) over the compared steps when its matmul weights are
+//    rounded to the dtype before each step, from the same start (a switch happens on one step's
+//    batch, not every one's); the activations' roundings may cost as much again: 2 s. The update
 //    sums the steps', whose errors are each relative to their own step: the bound is multiplied by
 //    kappa = (sum of the steps' update norms) / (net update norm) >= 1 (triangle inequality).
 //    Precondition: the parameters stay fp32 (fp32_master_weights, below); a recipe that trains them
@@ -67,6 +68,7 @@
 #include "suites/amp/session.h"
 #include "suites/amp/throughput.h"
 #include "suites/support/fingerprint.h"
+#include "suites/support/generators.h"
 #include "suites/support/kit.h"
 #include "suites/support/numbers.h"
 #include "suites/support/optimizer_view.h"
@@ -167,40 +169,43 @@ std::string second_leg_differs(const CheckContext& ctx, c10::ScalarType dtype, c
   return "";
 }
 
-// The recipe's own amplification of one rounding: its fp32 step from the same start with every
-// floating-point parameter rounded to `dtype` once (what autocast does to the weights of each
-// matmul-class op), against the unrounded step (`g32`, `loss32`): the relative change of the first
-// gradient and of the loss. Measured in fp32, on the recipe's model, batch and loss.
+// The recipe's own amplification of the weights' rounding: alongside the fp32 leg, the same steps
+// from the same start with every matmul weight rounded to `dtype` before each step (what autocast
+// does to the weights of each matmul-class op; the fp32 masters are put back after the step), and
+// the relative change of each step's gradient and loss against the fp32 leg's, the largest over the
+// steps. Measured over every compared step, not the first alone: a ReLU or max-pool switch that a
+// rounding makes happens on one step's batch and not another's (a pre-activation within a rounding
+// of zero), and costs that step's gradient far more than u.
 struct Sensitivity {
   double grad = 0.0, loss = 0.0;
+  int64_t worst_step = 0;  // the step of the largest gradient change
 };
-Sensitivity rounding_sensitivity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, const std::string& start,
-                                 const at::Tensor& g32, double loss32) {
-  Amp f = fresh(ctx, amp_options(c10::kFloat));
-  if (l.scaled) f.run->load_checkpoint(start);
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& [name, p] : f.run->parameters()) {
-      // The weights autocast casts for matmul-class ops (conv, linear: two dimensions and more); a
-      // norm layer's weight and bias stay fp32 under autocast (its op runs in fp32).
-      if (!p.is_floating_point() || p.dim() < 2) continue;
-      const at::Tensor rounded = p.to(dtype).to(p.scalar_type());
-      if (!torch::isfinite(rounded).all().item<bool>()) return {};  // out of the dtype's range: u is all it can say
-      p.copy_(rounded);
+
+// Rounds in place the parameters autocast casts for matmul-class ops (conv, linear: two dimensions
+// and more; a norm layer's weight and bias stay fp32 under autocast) and returns what each lost, to
+// be put back after the step; nullopt where a weight is out of the dtype's range (u is all one can say).
+std::optional<std::vector<at::Tensor>> round_weights(Run& run, c10::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  std::vector<at::Tensor> lost;
+  for (const auto& [name, p] : run.parameters()) {
+    if (!p.is_floating_point() || p.dim() < 2) {
+      lost.emplace_back();
+      continue;
     }
+    const at::Tensor rounded = p.to(dtype).to(p.scalar_type());
+    if (!torch::isfinite(rounded).all().item<bool>()) return std::nullopt;
+    lost.push_back(p - rounded);
+    p.copy_(rounded);
   }
-  at::Tensor g;
-  double loss = 0.0;
-  {
-    GradientTap tap(*f.probe);
-    tap.arm(1.0);
-    loss = f.run->train_step().loss;
-    g = tap.grad();
+  return lost;
+}
+
+void put_back(Run& run, const std::vector<at::Tensor>& lost) {
+  torch::NoGradGuard no_grad;
+  const NamedTensors ps = run.parameters();
+  for (size_t i = 0; i < ps.size() && i < lost.size(); ++i) {
+    if (lost[i].defined()) ps[i].second.add_(lost[i]);
   }
-  Sensitivity s;
-  if (g.defined() && g32.defined() && g.numel() == g32.numel() && l2(g32) > 0) s.grad = l2(g - g32) / l2(g32);
-  s.loss = std::abs(loss - loss32) / std::max(std::abs(loss32), 1e-30);
-  return s;
 }
 
 // fp32 from the same start, and the verdict: loss and update within the recipe's bound, no step skipped.
@@ -211,20 +216,56 @@ struct Fp32Leg {
   at::Tensor first_grad, p0, pf;
   double path = 0.0;
   std::string adaptive;  // the optimizer's name where its update is not linear in the gradient
+  Sensitivity sens;      // measured alongside, in the mixed-precision leg's dtype
 };
 
-Fp32Leg fp32_leg(const CheckContext& ctx, const AmpLeg& l, int64_t steps, const std::string& start) {
+// One step of the leg with the weights rounded (Sensitivity), against the fp32 step's gradient and loss.
+void sensitivity_step(Amp& r, GradientTap& tap, c10::ScalarType dtype, int64_t i, const at::Tensor& g32, double loss32,
+                      bool& in_range, Sensitivity& s) {
+  if (!in_range) return;
+  const std::optional<std::vector<at::Tensor>> lost = round_weights(*r.run, dtype);
+  if (!lost) {
+    in_range = false;
+    s = {};
+    return;
+  }
+  tap.arm(1.0);
+  const double loss = r.run->train_step().loss;
+  put_back(*r.run, *lost);
+  const at::Tensor g = tap.grad();
+  if (g.defined() && g32.defined() && g.numel() == g32.numel() && l2(g32) > 0) {
+    const double rel = l2(g - g32) / l2(g32);
+    if (rel > s.grad) s.grad = rel, s.worst_step = i;
+  }
+  s.loss = std::max(s.loss, std::abs(loss - loss32) / std::max(std::abs(loss32), 1e-30));
+}
+
+Fp32Leg fp32_leg(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l, int64_t steps, const std::string& start) {
   Fp32Leg g;
   Amp f = fresh(ctx, amp_options(c10::kFloat));
-  if (l.scaled) f.run->load_checkpoint(start);
+  Amp r = fresh(ctx, amp_options(c10::kFloat));  // the same steps with the weights rounded before each
+  if (l.scaled) {
+    f.run->load_checkpoint(start);
+    r.run->load_checkpoint(start);
+  }
   g.p0 = flat(f.run->parameters(), false);
   {
-    GradientTap tap(*f.probe);
-    tap.arm(1.0);
+    GradientTap tap(*f.probe), rounded_tap(*r.probe);
+    bool in_range = true;
     at::Tensor before = g.p0;
+    const c10::DeviceType device = ctx.device == "cuda" ? c10::kCUDA : c10::kCPU;
     for (int64_t i = 0; i < steps; ++i) {
+      // Both runs draw from the default generators: the rounded step draws what the fp32 step drew
+      // (the same dropout masks), and the fp32 leg goes on as if it ran alone.
+      const GeneratorStates at_step = save_generators(device);
+      tap.arm(1.0);
       g.losses.push_back(f.run->train_step().loss);
-      if (i == 0) g.first_grad = tap.grad();
+      const at::Tensor grad = tap.grad();
+      if (i == 0) g.first_grad = grad;
+      const GeneratorStates after_step = save_generators(device);
+      restore_generators(at_step);
+      sensitivity_step(r, rounded_tap, dtype, i, grad, g.losses.back(), in_range, g.sens);
+      restore_generators(after_step);
       at::Tensor after = flat(f.run->parameters(), false);
       g.path += l2(after - before);
       before = after;
@@ -248,7 +289,7 @@ ParityMeasure measure_parity(const CheckContext& ctx, c10::ScalarType dtype, con
                              int64_t steps, const std::string& start) {
   ParityMeasure m;
   const double u = unit_roundoff(dtype);
-  m.sens = rounding_sensitivity(ctx, dtype, l, start, g.first_grad, g.losses.empty() ? 0.0 : g.losses[0]);
+  m.sens = g.sens;
   // The roundings a step makes: each matmul-class kernel call rounds its weight operand and writes
   // its output in the dtype (the next op's input), and the batch is rounded once on entry. On CUDA
   // the observer sees the forward only (autograd runs the backward on device threads): each
@@ -292,7 +333,8 @@ nlohmann::json parity_metrics(const AmpLeg& l, const Fp32Leg& g, const ParityMea
                       {"tolerance_loss", m.tol_loss}, {"unit_roundoff", u},
                       {"tolerance_update", m.tol_update}, {"update_path_over_net", m.kappa},
                       {"matmul_calls", m.calls}, {"roundings", m.roundings},
-                      {"rounding_sensitivity", {{"gradient", m.sens.grad}, {"loss", m.sens.loss}}},
+                      {"rounding_sensitivity", {{"gradient", m.sens.grad}, {"loss", m.sens.loss},
+                                                {"gradient_worst_step", m.sens.worst_step}}},
                       {"max_loss_rel_diff", m.worst_loss}, {"update_rel_err", m.update_err},
                       {"loss_amp", l.losses}, {"loss_fp32", g.losses}, {"scale_after_step", l.scales},
                       {"steps_skipped_by_scaler", l.skipped}, {"precondition_met", true},
@@ -313,7 +355,7 @@ void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& 
                   const std::string& start, Findings& out) {
   const double u = unit_roundoff(dtype);
   const std::string d = amp::dtype_name(dtype);
-  const Fp32Leg g = fp32_leg(ctx, l, steps, start);
+  const Fp32Leg g = fp32_leg(ctx, dtype, l, steps, start);
   const ParityMeasure m = measure_parity(ctx, dtype, l, g, steps, start);
   out.metrics()["parity_" + d] = parity_metrics(l, g, m, steps, u);
   const std::string what = d + " parity (" + std::to_string(steps) + " steps vs fp32" +
@@ -322,8 +364,9 @@ void judge_parity(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& 
                            ", tolerance r u + 2 s with r = " + fmt::sig(m.roundings, 3) + " roundings (2 per matmul-class call, " +
                            std::to_string(m.calls) + " calls, + 1 for the batch): " + sci(m.tol) + " (gradient), " +
                            sci(m.tol_loss) + " (loss), x " + fmt::sig(m.kappa, 3) + " for the update, whose steps' path is "
-                           "that much longer than its net move; u = " + sci(u) + ", s measured on the recipe's model: " +
-                           sci(m.sens.grad) + " (gradient), " + sci(m.sens.loss) + " (loss))";
+                           "that much longer than its net move; u = " + sci(u) + ", s measured on the recipe's model, its matmul weights "
+                           "rounded before each of the steps: " + sci(m.sens.grad) + " (gradient, at step " +
+                           std::to_string(m.sens.worst_step) + "), " + sci(m.sens.loss) + " (loss))";
   std::vector<std::string> bad;
   if (!(m.worst_loss <= m.tol_loss)) {
     bad.push_back("loss at step " + std::to_string(m.worst_step) + " differs by " + sci(m.worst_loss) + " relative (" +
