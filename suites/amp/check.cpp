@@ -534,7 +534,7 @@ CheckResult check_amp(const CheckContext& ctx) {
 namespace tc {
 TC_CHECK(amp,
          "mixed precision within r u + 2 s of fp32 (loss, update; r the step's roundings, 2 per matmul-class call, s the "
-              "recipe's model's change when its weights are rounded once); parameters stay fp32 masters; no fp16 gradient underflow; the "
+              "recipe's model's largest change over the steps when its weights are rounded); parameters stay fp32 masters; no fp16 gradient underflow; the "
               "GradScaler skips inf steps, backs off and grows; clipping acts on unscaled gradients; "
               "every matmul-class op of a mixed-precision step runs in the dtype asked for; on a transformer "
               "block the AMP step's speed-up over fp32 >= 0.8x the reference's, and >= 1 + 0.25 (A - 1), A the "
