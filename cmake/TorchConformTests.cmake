@@ -497,6 +497,16 @@ if(TC_PYTHON_EMBED_BUILT)
   add_test(NAME python.accumulation
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_accumulation.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.accumulation PROPERTIES LABELS "unit;python" TIMEOUT 900)
+  # Generated Python recipes (python/reference/generated.py, issue 44): a seed names the C++ draw's
+  # choices, pygen_N and pygen_N__OPERATOR load, one draw passes and a mutant per check is caught
+  # (83 s measured); python.generated_full: two draws under five checks and every operator once (slow).
+  add_test(NAME python.generated
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_generated.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.generated PROPERTIES LABELS "unit;python;generated" TIMEOUT 600)
+  add_test(NAME python.generated_full
+           COMMAND ${CMAKE_COMMAND} -E env TC_GENERATED_FULL=1
+                   ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_generated.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.generated_full PROPERTIES LABELS "python;generated;slow" TIMEOUT 1800)
   # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
   # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
   add_test(NAME python.two_nodes
