@@ -146,6 +146,11 @@ OPERATORS: Tuple[Operator, ...] = (
              lambda d: "one micro-batch per step: its share is the whole batch" if d.is_("accumulation", "1") else ""),
     Operator("clip_after_step", "clip_grad_norm_ after optimizer.step(): the step used the unclipped gradient",
              "step_hygiene", ("clip_between_backward_and_step",)),
+    Operator("clip_subset",
+             "clip_grad_norm_ given the head's parameters only (the last layer): the layers before it step with their "
+             "gradient unclipped", "step_hygiene", ("clip_between_backward_and_step",),
+             lambda d: ("the MLP with its first layer frozen: the head is every parameter that takes a gradient"
+                        if d.is_("model", "mlp") and d.is_("freezing", "first_layer") else "")),
     Operator("no_optimizer_state", "the optimizer's state_dict (momentum, moments, rates) left out of the checkpoint",
              "resume_equality", ("resume_bitwise",)),
     Operator("no_scheduler_state", "the scheduler's state_dict left out of the checkpoint", "resume_equality",
@@ -159,6 +164,13 @@ OPERATORS: Tuple[Operator, ...] = (
              lambda d: ("no EMA" if d.is_("ema", "none") else
                         "the EMA is kept but nothing reads it (not evaluated, not a parameter or buffer)"
                         if d.is_("ema", "kept") else "")),
+    Operator("no_scaler_state",
+             "the GradScaler's state_dict (scale, growth tracker) left out of the checkpoint: with fp16 the resumed run "
+             "starts over at the initial scale", "resume_equality", ("resume_bitwise_amp",)),
+    Operator("lenient_load",
+             "the checkpoint loaded into the model wrapped for data parallelism with strict=False: no key matches "
+             "('module.' prefixed), nothing loads and nothing says so; the resume goes on from the fresh initialisation",
+             "resume_equality", ("resume_bitwise",)),
     Operator("eval_without_eval", "evaluation without model.eval(): dropout drops and BatchNorm updates its statistics",
              "eval_mode", ("eval_bitwise", "bn_stats_untouched"),
              lambda d: ("the MLP has no dropout or BatchNorm: train() and eval() compute alike"
@@ -356,7 +368,7 @@ def even_split(batch: int, parts: int) -> List[int]:
 STATE_ENTRIES = ("epoch", "step", "model_state_dict", "state_dict", "optimizer_state_dict", "scheduler_state_dict",
                  "scaler_state_dict", "rng", "sampler", "ema", INTEGRITY_KEY)
 LEFT_OUT = {"no_optimizer_state": "optimizer_state_dict", "no_scheduler_state": "scheduler_state_dict",
-            "no_rng_state": "rng", "no_ema_state": "ema"}
+            "no_rng_state": "rng", "no_ema_state": "ema", "no_scaler_state": "scaler_state_dict"}
 
 
 class _Generated(PythonReference):
@@ -565,7 +577,9 @@ class _Generated(PythonReference):
             reported = loss.detach() if reported is None else reported + loss.detach()
         self.after_backward(self._step_parameters)
         self.scaler.unscale_(self.optimizer)
-        if op != "clip_after_step":
+        if op == "clip_subset":
+            torch.nn.utils.clip_grad_norm_(self.head_parameters(), max_norm=CLIP_NORM)  # the mistake: the head only
+        elif op != "clip_after_step":
             torch.nn.utils.clip_grad_norm_(self.step_parameters(), max_norm=CLIP_NORM)
         self.scaler.step(self.optimizer)
         if op == "clip_after_step":
@@ -573,6 +587,14 @@ class _Generated(PythonReference):
         self.scaler.update()
         self.update_ema()
         return reported.item()
+
+    def head_parameters(self) -> List[torch.Tensor]:
+        """Mutant ``clip_subset``: the last layer's parameters (the head: those sharing the last named
+        parameter's prefix, generated_run.cpp's head_parameters())."""
+        named = list(self.model.named_parameters())
+        last = named[-1][0]
+        head = last[:last.rfind(".") + 1]
+        return [p for name, p in named if name.startswith(head)]
 
     def update_ema(self) -> None:
         if not self.ema:
@@ -617,7 +639,13 @@ class _Generated(PythonReference):
         if self.mutation == "no_sampler_state":
             fresh["sampler"] = {"position": 0, **self.sampler.state_dict()}
         merged = {**fresh, **{k: v for k, v in state.items() if k in STATE_ENTRIES}}
-        self._model_for_save().load_state_dict(model_state)
+        if self.mutation == "lenient_load":
+            # The mistake: the bare model's checkpoint loaded into the model wrapped as DDP(model)
+            # wraps it, with strict=False: every key is looked for under "module.", none is there,
+            # nothing loads, and the missing and unexpected keys it returns are read by nobody.
+            Wrapper(self.model).load_state_dict(model_state, strict=False)
+        else:
+            self._model_for_save().load_state_dict(model_state)
         merged["model_state_dict"] = self.model.state_dict()
         super().restore(merged)
         if self.ema and "ema" in state:

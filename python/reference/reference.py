@@ -632,11 +632,19 @@ class PythonReference(torchconform.Run):
         return dict(self.model.named_buffers())
 
     def optimizer_state(self) -> torchconform.NamedTensors:
+        """The optimizer's state tensors, and an enabled GradScaler's scale and growth tracker (fp16),
+        as ReferenceRun::optimizer_state gives them: they decide the steps to come, so a resume that
+        loses them differs even where no later step overflows (the unscaled updates are bitwise the
+        same: the scales are powers of two)."""
         out = {}
         for name, p in self.model.named_parameters():
             for key, value in self.optimizer.state.get(p, {}).items():
                 if isinstance(value, torch.Tensor):
                     out[f"{name}.{key}"] = value
+        if self.scaler.is_enabled():
+            state = self.scaler.state_dict()
+            out["grad_scaler.scale"] = torch.tensor(float(state["scale"]), dtype=torch.float32)
+            out["grad_scaler.growth_tracker"] = torch.tensor(int(state["_growth_tracker"]), dtype=torch.int64)
         return out
 
     # ---- optional probes ----

@@ -75,7 +75,12 @@ const std::vector<Operator>& operators() {
       {"clip_after_step", "clip_grad_norm_ after optimizer.step(): the step used the unclipped gradient",
        "step_hygiene", {"clip_between_backward_and_step"}, none},
       {"clip_subset", "clip_grad_norm_ given the head's parameters only (the last layer): the layers before it step with their gradient unclipped",
-       "step_hygiene", {"clip_between_backward_and_step"}, none},
+       "step_hygiene", {"clip_between_backward_and_step"},
+       [](const Draw& d) -> std::string {
+         return d.is(kModel, "mlp") && d.is(kFreezing, "first_layer")
+                    ? "the MLP with its first layer frozen: the head is every parameter that takes a gradient"
+                    : "";
+       }},
       {"no_optimizer_state", "the optimizer's state (momentum, moments) left out of the checkpoint", "resume_equality",
        {"resume_bitwise"}, none},
       {"no_scheduler_state", "the schedule's state left out of the checkpoint", "resume_equality", {"resume_bitwise"},
