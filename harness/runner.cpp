@@ -349,6 +349,19 @@ Cell cell_record(const Registry& registry, const PlannedCell& planned) {
   return cell;
 }
 
+namespace {
+
+// The promises a targeted variant declares it breaks, on its record: the summary's teeth count a
+// variant whose declared promises all ended not judged apart (summarize, contract/record.h).
+void record_declared_breaks(Cell& cell, const PlannedCell& planned) {
+  const std::vector<std::string>* declared = planned.recipe->declared_breaks(cell.check);
+  if (cell.expected == Expected::kFail && declared != nullptr && cell.metrics.is_object()) {
+    cell.metrics["declared_breaks"] = *declared;
+  }
+}
+
+}  // namespace
+
 Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPlan& plan) {
   Cell cell = cell_record(registry, planned);
   if (!planned.device.available) {
@@ -418,12 +431,7 @@ Cell run_cell(const Registry& registry, const PlannedCell& planned, const RunPla
                     "recipe threw a non-standard exception";
   }
   cell.duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // The promises a targeted variant declares it breaks, on its record: the summary's teeth count a
-  // variant whose declared promises all ended not judged apart (summarize, contract/record.h).
-  const std::vector<std::string>* declared = planned.recipe->declared_breaks(cell.check);
-  if (cell.expected == Expected::kFail && declared != nullptr && cell.metrics.is_object()) {
-    cell.metrics["declared_breaks"] = *declared;
-  }
+  record_declared_breaks(cell, planned);
   const std::string changed = ProcessState::restore(kRunStart);
   if (!changed.empty()) {
     cell.evidence += std::string(cell.evidence.empty() || cell.evidence.back() == '\n' ? "" : "\n") +

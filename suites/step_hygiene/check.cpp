@@ -269,6 +269,40 @@ std::optional<Cause> clipped_a_subset(const CheckContext& ctx, const RunOptions&
                true};
 }
 
+// The gradient unclipped, over all parameters (clipping after the step, or never) or over some
+// (clipping a subset); nullopt where the step's gradient norm did not exceed max_norm or no such
+// replay reproduces the update.
+std::optional<Cause> explain_clipping(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
+                                      const NamedTensors& start, const NamedTensors& recipe_after,
+                                      const std::vector<at::Tensor>& fresh, const std::vector<at::Tensor>& left_after,
+                                      const Replayed& correct, double max_norm, double kappa) {
+  const double norm = l2(fresh);
+  if (!(max_norm > 0 && norm > max_norm)) return std::nullopt;
+  const Replayed raw = replay(ctx, opts, before, fresh, 0.0);
+  const Tolerance t_raw = against(recipe_after, start, raw, 0.0);
+  if (!t_raw.within()) return clipped_a_subset(ctx, opts, before, start, recipe_after, fresh, raw, correct, max_norm, kappa);
+  // Where the gradient left on the parameters is the clipped one, clipping ran after the step.
+  NamedTensors left, clipped, bound;
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    const std::string n = start[i].first;
+    left.emplace_back(n, left_after[i]);
+    clipped.emplace_back(n, correct.clipped[i]);
+    bound.emplace_back(n, correct.clipped[i].defined()
+                              ? (kappa + 2) * unit_roundoff_of(correct.clipped[i].scalar_type()) *
+                                    correct.clipped[i].to(torch::kDouble).abs()
+                              : at::Tensor());
+  }
+  const bool clipped_after = compare_within(left, clipped, bound).within();
+  return Cause{kClip,
+               "it equals the update from this step's gradient unclipped (within " + fmt::sig(t_raw.ratio, 3) +
+                   " of the bound; gradient norm " + fmt::sig(norm, 4) + " > max_norm " + fmt::sig(max_norm, 4) +
+                   "): clipping did not happen between backward and step" +
+                   (clipped_after ? "; the gradient left on the parameters is the clipped one, so clipping came "
+                                    "after the step"
+                                  : ""),
+               true};
+}
+
 Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string& before, const NamedTensors& start,
               const NamedTensors& recipe_after, const std::vector<at::Tensor>& fresh,
               const std::vector<std::vector<at::Tensor>>& passes,
@@ -281,38 +315,11 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
                         " of the bound): the gradient was cleared, or never reached the optimizer, between "
                         "backward and step"};
   }
-  const double norm = l2(fresh);
-  if (max_norm > 0 && norm > max_norm) {
-    const Replayed raw = replay(ctx, opts, before, fresh, 0.0);
-    const Tolerance t_raw = against(recipe_after, start, raw, 0.0);
-    if (!t_raw.within()) {
-      if (std::optional<Cause> c = clipped_a_subset(ctx, opts, before, start, recipe_after, fresh, raw, correct, max_norm, kappa)) {
-        return *c;
-      }
-    }
-    if (t_raw.within()) {
-      // Where the gradient left on the parameters is the clipped one, clipping ran after the step.
-      NamedTensors left, clipped, bound;
-      for (size_t i = 0; i < fresh.size(); ++i) {
-        const std::string n = start[i].first;
-        left.emplace_back(n, left_after[i]);
-        clipped.emplace_back(n, correct.clipped[i]);
-        bound.emplace_back(n, correct.clipped[i].defined()
-                                  ? (kappa + 2) * unit_roundoff_of(correct.clipped[i].scalar_type()) *
-                                        correct.clipped[i].to(torch::kDouble).abs()
-                                  : at::Tensor());
-      }
-      const bool clipped_after = compare_within(left, clipped, bound).within();
-      return {kClip,
-              "it equals the update from this step's gradient unclipped (within " + fmt::sig(t_raw.ratio, 3) +
-                  " of the bound; gradient norm " + fmt::sig(norm, 4) + " > max_norm " +
-                  fmt::sig(max_norm, 4) + "): clipping did not happen between backward and step" +
-                  (clipped_after ? "; the gradient left on the parameters is the clipped one, so clipping came "
-                                   "after the step"
-                                 : ""),
-              true};
-    }
+  if (std::optional<Cause> c = explain_clipping(ctx, opts, before, start, recipe_after, fresh, left_after, correct,
+                                                 max_norm, kappa)) {
+    return *c;
   }
+  const double norm = l2(fresh);
   // Part of the step's gradient: the last backward passes only, the earlier ones cleared before the step.
   for (size_t first = passes.size() > 1 ? passes.size() - 1 : 0; first >= 1 && first < passes.size(); --first) {
     const Tolerance t_part = against(recipe_after, start, replay(ctx, opts, before, sum_of_passes(passes, first), max_norm), kappa);

@@ -117,6 +117,21 @@ TC_TEST_RECIPE(tc::ReplacesModel, "replaces_model",
 namespace tc {
 namespace {
 
+// Some promise broke, and every one that broke is a timing promise of `check`.
+bool only_timing_promises_broke(const Cell& c, const std::string& check) {
+  const CheckInfo* info = Registry::global().find_check(check);
+  bool any = false;
+  for (const auto& p : c.metrics.value("promises", nlohmann::json::array())) {
+    if (p.value("status", "") != "broken") continue;
+    any = true;
+    const std::string id = p.value("id", "");
+    bool timing = false;
+    for (const PromiseInfo& pi : info ? info->promises : std::vector<PromiseInfo>{}) timing = timing || (pi.id == id && pi.timing);
+    if (!timing) return false;
+  }
+  return any;
+}
+
 // The checks that train, save, resume or probe the objects these recipes replace: nothing broken
 // (timing promises aside), no cell in error, none skipped.
 TEST(ReplacesMidRun, EveryCheckThatTouchesTheReplacedObjectsJudgesThemAsTheReference) {
@@ -134,6 +149,10 @@ TEST(ReplacesMidRun, EveryCheckThatTouchesTheReplacedObjectsJudgesThemAsTheRefer
       if (c.verdict == Verdict::kError) {
         // Only a timing promise left undecided on a loaded machine (amp: "too noisy to judge").
         EXPECT_NE(c.evidence.find("too noisy to judge"), std::string::npos) << check << " / " << recipe << ": " << c.evidence;
+      } else if (c.verdict == Verdict::kFail || c.verdict == Verdict::kFalseAlarm) {
+        // Only a timing promise broken (amp's throughput on a machine busy beside the test; the
+        // speed probe ran, which is what these recipes test): expect_nothing_broken held the others.
+        EXPECT_TRUE(only_timing_promises_broke(c, check)) << check << " / " << recipe << ": " << c.evidence;
       } else {
         EXPECT_EQ(c.verdict, Verdict::kOk) << check << " / " << recipe << ": " << c.evidence;
       }
