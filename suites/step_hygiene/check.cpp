@@ -38,12 +38,11 @@
 //     |p'_recipe - p'_replay| <= u * (4 |p'| + c_opt |p' - p|) + S The evidence gives the largest deviation as a
 // fraction of this bound (the margin); a broken step is reported with how many times the bound it is.
 //
-// A differing update is explained only by what reproduces it: the step replayed with no gradient,
-// with this step's gradient unclipped, with only the last of its backward passes (micro-batches whose
-// earlier gradients were cleared before the step: zero_grad inside an accumulation loop), with this
-// step's plus the gradient the previous step left, or with that left gradient alone (a stale one),
-// each compared within the same bound. When none does, the evidence says what differs, by how much,
-// and that the cause is not determined.
+// A differing update is explained only by what reproduces it within the same bound: the step
+// replayed with no gradient; this step's gradient unclipped, or clipped over a subset of the
+// parameters (those whose update alone is the unclipped one left out); only the last of its backward
+// passes (zero_grad inside an accumulation loop); this step's plus the gradient the previous step
+// left, or that left gradient alone (stale). When none does, the cause is not determined.
 //
 // Precondition: the replay starts from the recipe's own checkpoint. Right after loading it, the
 // replay's parameters, optimizer state and learning rates must be bitwise those the recipe had when
@@ -233,10 +232,9 @@ std::vector<at::Tensor> sum_of_passes(const std::vector<std::vector<at::Tensor>>
   return out;
 }
 
-// Clipping over a subset of the parameters (clip_grad_norm_ given one submodule's or one param
-// group's parameters): each parameter's update is compared on its own with the unclipped step's and
-// the correctly clipped step's. Where some match the unclipped step alone, the step is replayed with
-// clip_grad_norm_ over the others only; nullopt unless that replay reproduces the whole update.
+// Clipping over a subset (clip_grad_norm_ given one submodule's or param group's parameters): each
+// parameter's update compared on its own with the unclipped and the clipped step's; where some match
+// the unclipped one alone, the step replayed clipping the others only must reproduce the update.
 std::optional<Cause> clipped_a_subset(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
                                       const NamedTensors& start, const NamedTensors& recipe_after,
                                       const std::vector<at::Tensor>& fresh, const Replayed& raw, const Replayed& correct,
@@ -250,11 +248,8 @@ std::optional<Cause> clipped_a_subset(const CheckContext& ctx, const RunOptions&
     ++with_grad;
     const bool as_raw = compare_within({recipe_after[i]}, {raw.after[i]}, {raw_bound[i]}).within();
     const bool as_clipped = compare_within({recipe_after[i]}, {correct.after[i]}, {clipped_bound[i]}).within();
-    if (as_raw && !as_clipped) {
-      left_out.push_back(start[i].first);
-    } else {
-      in_clip[i] = true;
-    }
+    in_clip[i] = !(as_raw && !as_clipped);
+    if (!in_clip[i]) left_out.push_back(start[i].first);
   }
   if (left_out.empty() || left_out.size() == with_grad) return std::nullopt;
   const Tolerance t = against(recipe_after, start, replay(ctx, opts, before, fresh, max_norm, &in_clip), kappa);
