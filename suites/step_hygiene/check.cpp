@@ -47,8 +47,7 @@
 // Precondition: the replay starts from the recipe's own checkpoint. Right after loading it, the
 // replay's parameters, optimizer state and learning rates must be bitwise those the recipe had when
 // it saved (a round trip of the same data: bitwise by nature). When they are not, the cell is
-// skipped with the precondition named: resume_equality judges the checkpoint; a step-order failure
-// here would blame the wrong practice.
+// skipped, named: resume_equality judges the checkpoint; a failure here would blame the wrong practice.
 #include <algorithm>
 #include <functional>
 #include <memory>
