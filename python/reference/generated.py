@@ -400,18 +400,7 @@ class _Generated(PythonReference):
     def train_step(self) -> torchconform.StepRecord:
         """The reference's step with micro-batches: the epoch, the batch, the micro-batch loop, the
         schedule (per update, or at the end of the epoch's last step), the EMA."""
-        if self.epoch < 0 or self.position >= self.steps_per_epoch():
-            self.epoch += 1
-            self.position = 0
-            self.batches = None
-            self.begin_epoch()
-        if self.batches is None:
-            self.sampler.position = self.position
-            self.batches = iter(self.loader)
-        images, labels = next(self.batches)
-        self.position += 1
-        record = torchconform.StepRecord(step=self.step, epoch=self.epoch, lr=self.optimizer.param_groups[0]["lr"],
-                                         training_mode=self.model.training)
+        record, images, labels = self.next_batch()
         x = self.augment_on_device(images.to(self.device, non_blocking=True))  # (B, 3, S, S)
         y = labels.to(self.device, non_blocking=True)                          # (B,)
         self._last_batch = (x.clone(), y)

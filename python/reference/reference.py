@@ -534,7 +534,9 @@ class PythonReference(torchconform.Run):
         self.batches: Optional[Iterator] = None
         self._last_batch: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
 
-    def train_step(self) -> torchconform.StepRecord:
+    def next_batch(self) -> Tuple[torchconform.StepRecord, torch.Tensor, torch.Tensor]:
+        """The step's batch (host tensors) and its record: a new epoch (begin_epoch()) when the last
+        one is done, the loader resumed at the sampler's position."""
         if self.epoch < 0 or self.position >= self.steps_per_epoch():
             self.epoch += 1
             self.position = 0
@@ -547,6 +549,10 @@ class PythonReference(torchconform.Run):
         self.position += 1
         record = torchconform.StepRecord(step=self.step, epoch=self.epoch, lr=self.optimizer.param_groups[0]["lr"],
                                          training_mode=self.model.training)
+        return record, images, labels
+
+    def train_step(self) -> torchconform.StepRecord:
+        record, images, labels = self.next_batch()
         x = images.to(self.device, non_blocking=True)  # (B, 3, S, S)
         y = labels.to(self.device, non_blocking=True)  # (B,)
         self._last_batch = (x.clone(), y)
