@@ -24,7 +24,7 @@ endif()
 # Where the tests find the source and build trees and their Python: one small library carries the
 # paths (harness/testing/test_paths.h), so no test translation unit compiles an absolute path and a
 # clone in another folder hits the compiler cache for all of them.
-add_library(tc_test_paths STATIC harness/testing/test_paths.cpp)
+add_library(tc_test_paths STATIC harness/testing/tree_paths.cpp)
 target_include_directories(tc_test_paths PUBLIC ${PROJECT_SOURCE_DIR})
 target_compile_definitions(tc_test_paths PRIVATE TC_SOURCE_DIR="${PROJECT_SOURCE_DIR}" TC_BINARY_DIR="${CMAKE_BINARY_DIR}"
                                                  TC_TEST_PYTHON="${TC_TEST_PYTHON}" TC_BINARY="$<TARGET_FILE:torchconform>"
