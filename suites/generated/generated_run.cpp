@@ -427,7 +427,7 @@ class GeneratedRun : public ref::ReferenceRun {
 
   std::vector<ref::CheckpointPart> checkpoint_parts() override {
     std::vector<ref::CheckpointPart> parts = ReferenceRun::checkpoint_parts();
-    parts.at(0) = model_part();
+    parts.at(0) = is(op_, "lenient_load") ? lenient_model_part(model_part(false)) : model_part(is(op_, "prefixed_save"));
     if (!ema_.empty()) {
       parts.push_back({"ema",
                        [this](torch::serialize::OutputArchive& a) {
@@ -493,16 +493,9 @@ class GeneratedRun : public ref::ReferenceRun {
     return saved;
   }
 
-  // The model's part in the draw's layout; with prefixed_save, every key under "module.".
-  ref::CheckpointPart model_part() {
-    if (is(op_, "lenient_load")) {
-      const Operator* const kept = op_;
-      op_ = nullptr;  // saved as the draw saves it
-      ref::CheckpointPart part = model_part();
-      op_ = kept;
-      return lenient_model_part(std::move(part));
-    }
-    const std::string prefix = is(op_, "prefixed_save") ? "module." : "";
+  // The model's part in the draw's layout, every key under "module." where `prefixed` (prefixed_save).
+  ref::CheckpointPart model_part(bool prefixed) {
+    const std::string prefix = prefixed ? "module." : "";
     if (d_.is(kCheckpoint, "archive")) {
       if (prefix.empty()) return ReferenceRun::checkpoint_parts().at(0);
       return {"model", [this](torch::serialize::OutputArchive& a) { Wrapper(module_).save(a); },
