@@ -66,8 +66,8 @@ const char* to_string(Ceiling c) {
 
 bool SpeedVerdict::decided() const {
   if (procedure_v == stats::BarVerdict::kUndecided) return false;
-  if (ceiling_says == Ceiling::kNoGain) return true;
-  return ceiling_says == Ceiling::kGain && throughput_v != stats::BarVerdict::kUndecided;
+  if (ceiling_says == Ceiling::kNoGain || reference_says == Ceiling::kNoGain) return true;
+  return throughput_judged() && throughput_v != stats::BarVerdict::kUndecided;
 }
 
 SpeedVerdict judge_speed(const SpeedRounds& r) {
@@ -77,13 +77,18 @@ SpeedVerdict judge_speed(const SpeedRounds& r) {
   auto attainable = [&](size_t i) { return 1.0 / ((1.0 - share(i)) + share(i) / ceiling(i)); };
   auto speedup = [&](size_t i) { return r.recipe_fp32[i] / r.recipe_amp[i]; };
   auto reference = [&](size_t i) { return r.ref_fp32[i] / r.ref_amp[i]; };
-  auto bar = [&](size_t i) { return 1.0 / (1.0 - kGainShare * share(i) * (1.0 - 1.0 / ceiling(i))); };
+  auto reference_saving = [&](size_t i) { return (r.ref_fp32[i] - r.ref_amp[i]) / r.recipe_fp32[i]; };
+  auto bar = [&](size_t i) {
+    const double need = std::min(kGainShare * share(i) * (1.0 - 1.0 / ceiling(i)), kReferenceShare * reference_saving(i));
+    return 1.0 / (1.0 - need);
+  };
   v.ceiling = stats::median_interval(per_round(r, ceiling));
   v.matmul_share = stats::median_interval(per_round(r, share));
   v.attainable = stats::median_interval(per_round(r, attainable));
   v.speedup = stats::median_interval(per_round(r, speedup));
   v.reference_speedup = stats::median_interval(per_round(r, reference));
   v.procedure = stats::median_interval(per_round(r, [&](size_t i) { return speedup(i) / reference(i); }));
+  v.reference_saving = stats::median_interval(per_round(r, reference_saving));
   v.bar = stats::median_interval(per_round(r, bar));
   v.against_bar = stats::median_interval(per_round(r, [&](size_t i) { return speedup(i) / bar(i); }));
   v.procedure_v = stats::judge_at_least(v.procedure, kProcedureBar);
@@ -91,8 +96,13 @@ SpeedVerdict judge_speed(const SpeedRounds& r) {
     v.ceiling_says = Ceiling::kNoGain;
   } else if (v.attainable.has_interval && v.attainable.lo >= kMinAttainable) {
     v.ceiling_says = Ceiling::kGain;
-    v.throughput_v = stats::judge_at_least(v.against_bar, 1.0);
   }
+  if (v.reference_speedup.has_interval && v.reference_speedup.hi <= 1.0) {
+    v.reference_says = Ceiling::kNoGain;
+  } else if (v.reference_speedup.has_interval && v.reference_speedup.lo > 1.0) {
+    v.reference_says = Ceiling::kGain;
+  }
+  if (v.throughput_judged()) v.throughput_v = stats::judge_at_least(v.against_bar, 1.0);
   return v;
 }
 

@@ -342,9 +342,12 @@ nlohmann::json throughput_metrics(const Measured& m, const WorkloadSize& size, c
           {"procedure_ratio", figures(v.procedure)},
           {"procedure_bar", kProcedureBar},
           {"speedup_bar", figures(v.bar)},
+          {"reference_saving_of_fp32_step", figures(v.reference_saving)},
+          {"reference_says", to_string(v.reference_says)},
           {"gain_share", kGainShare},
+          {"reference_share", kReferenceShare},
           {"min_attainable", kMinAttainable},
-          {"speedup_judged", v.ceiling_says == Ceiling::kGain},
+          {"speedup_judged", v.throughput_judged()},
           {"wall_s", m.wall}};
 }
 
@@ -373,27 +376,31 @@ void throughput_against_ceiling(const Measured& m, const std::string& d, bool sp
                               "% of the recipe's fp32 step, so the step can attain " + describe(v.attainable) + "; " +
                               m.hardware;
   const std::string sp = d + " throughput / fp32 on the " + m.workload + ": " + describe(v.speedup) + "; " + ceiling;
-  const std::string bar = "bar: save " + fmt::sig(100 * kGainShare, 3) + "% of the time the matmuls would save, a speed-up of " +
-                          fmt::sig(v.bar.median, 3) + "; speed-up / bar " + describe(v.against_bar);
+  const std::string bar = "bar: save " + fmt::sig(100 * kGainShare, 3) + "% of the time the matmuls would save or " +
+                          fmt::sig(100 * kReferenceShare, 3) + "% of the time the reference's procedure saves (" +
+                          fmt::sig(100 * v.reference_saving.median, 3) + "% of the recipe's fp32 step), whichever is less: "
+                          "a speed-up of " + fmt::sig(v.bar.median, 3) + "; speed-up / bar " + describe(v.against_bar);
   if (v.ceiling_says == Ceiling::kNoGain) {
     out.recorded("throughput", sp + ": recorded, not judged (the attainable speed-up is under " +
                                    fmt::sig(kMinAttainable, 3) + ": this machine gives " + d + " no gain to take)");
-  } else if (v.ceiling_says == Ceiling::kUndecided) {
-    out.recorded("throughput", sp + ": recorded, not judged: whether the machine gives " + d +
-                                   " a gain stayed undecided after " + m.rounds + " (the attainable speed-up's interval spans " +
-                                   fmt::sig(kMinAttainable, 3) + ")");
+  } else if (v.reference_says == Ceiling::kNoGain) {
+    // Correct mixed precision, on the same workload and split, is no faster than fp32 here: a recipe
+    // is not asked for a gain that correct code does not take (amp_procedure_speed compares the two).
+    out.recorded("throughput", sp + ": recorded, not judged: the reference's own procedure attains " +
+                                   describe(v.reference_speedup) + (split ? " on the recipe's micro-batches" : "") +
+                                   ", no gain over fp32, so correct " + d + " takes none on this machine");
+  } else if (v.ceiling_says == Ceiling::kUndecided || v.reference_says == Ceiling::kUndecided) {
+    const bool machine = v.ceiling_says == Ceiling::kUndecided;
+    out.recorded("throughput", sp + ": recorded, not judged: whether " +
+                                   (machine ? "the machine gives " + d + " a gain" : "the reference's procedure gains") +
+                                   " stayed undecided after " + m.rounds + " (" +
+                                   (machine ? "the attainable speed-up's interval spans " + fmt::sig(kMinAttainable, 3)
+                                            : "its speed-up " + describe(v.reference_speedup) + " spans 1") + ")");
   } else if (v.throughput_v == stats::BarVerdict::kPass) {
     out.held("throughput", sp + "; " + bar);
-  } else if (split && v.throughput_v == stats::BarVerdict::kFail && v.reference_speedup.median < v.bar.median) {
-    // The bar is set for the block's whole batch; on the recipe's micro-batches the reference's own
-    // procedure, the control, does not clear it either: the split, not the procedure, keeps mixed
-    // precision from paying here (amp_procedure_speed compares the two procedures on it).
-    out.recorded("throughput", sp + "; " + bar + ": recorded, not judged: on the recipe's micro-batches the reference's "
-                                   "procedure attains " + describe(v.reference_speedup) + ", under the bar too, so the "
-                                   "split, not the recipe's procedure, keeps " + d + " from paying here");
   } else if (v.throughput_v == stats::BarVerdict::kFail) {
-    out.broken("throughput", sp + "; " + bar + ": mixed precision saves less than " +
-                                 fmt::sig(100 * kGainShare, 3) + "% of the time this machine's matmuls would save in " + d);
+    out.broken("throughput", sp + "; " + bar + ": mixed precision saves less than that in " + d +
+                                 " (the reference's procedure: " + describe(v.reference_speedup) + ")");
   } else {
     out.recorded("throughput", sp + "; " + bar + ": undecided after " + m.rounds +
                                    " (the interval spans the bar): recorded, not judged");
