@@ -32,8 +32,10 @@ QUICK_CHECKS = ("step_hygiene", "resume_equality", "eval_mode", "checkpoint_safe
 
 # (recipe, checks): the correct draws. pygen_2: SGD, warm-up + cosine, BatchNorm frozen, first layer
 # frozen, an EMA kept, flat keys, label smoothing, no augmentation; pygen_1: SGD, StepLR per epoch,
-# 3 micro-batches, the workers' augmentation.
-DRAWS = ([("pygen_1", QUICK_CHECKS), ("pygen_2", QUICK_CHECKS)] if FULL else
+# 3 micro-batches, the workers' augmentation. pygen_6 (Adam; a bias in front of BatchNorm, whose
+# zero true gradient Adam turns into lr-sized steps of rounding noise) under torch_compile: the
+# sweep's false alarm, judged since by the first step's gradient (docs/generated.md).
+DRAWS = ([("pygen_1", QUICK_CHECKS), ("pygen_2", QUICK_CHECKS), ("pygen_6", ("torch_compile",))] if FULL else
          [("pygen_2", ("eval_mode", "step_hygiene"))])
 # The mutants: one of every operator in the full run (pygen_2 where it applies; pygen_1 for the
 # micro-batches and the workers' augmentation; pygen_7 for an evaluated EMA), one per check here.

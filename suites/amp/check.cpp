@@ -95,23 +95,6 @@ struct AmpLeg {
   int64_t matmul_calls = 0;  // matmul-class kernel calls observed in the first compared step
 };
 
-// "" when the recipe's update is linear in its gradients (SGD with momentum and weight decay: the
-// parity bound carries from the gradients to the update), else the optimizer's name. Adaptive
-// optimizers normalise each element (Adam's m / sqrt(v)): an element whose gradient is near zero
-// moves by about lr whatever its rounding noise, so their update is no measure of precision; the
-// gradient the first compared step fed them is judged instead. No optimizer probe: the update.
-std::string adaptive_optimizer(Run& run) {
-  std::string a;
-  try {
-    a = optimizer_of(run)->optimizer_algorithm();
-  } catch (const ProbeNotProvided&) {
-    return "";
-  }
-  if (a == "SGD") return "";
-  if (a == "AdamW" || a == "Adam" || a == "RMSprop" || a == "Adagrad") return a;
-  return "an optimizer other than SGD (" + a + ")";
-}
-
 AmpLeg amp_leg(Amp& a, int64_t steps, const std::string& start) {
   AmpLeg l;
   l.scaled = a.probe->scaler_state().has_value();
@@ -272,7 +255,7 @@ Fp32Leg fp32_leg(const CheckContext& ctx, c10::ScalarType dtype, const AmpLeg& l
       before = after;
     }
   }
-  g.adaptive = adaptive_optimizer(*f.run);
+  g.adaptive = element_normalising_optimizer(*f.run);
   g.pf = flat(f.run->parameters(), false);
   return g;
 }

@@ -45,4 +45,16 @@ std::vector<double> learning_rates(OptimizerProbe& o) {
   return lrs;
 }
 
+std::string element_normalising_optimizer(Run& run) {
+  std::string a;
+  try {
+    a = optimizer_of(run)->optimizer_algorithm();
+  } catch (const ProbeNotProvided&) {
+    return "";
+  }
+  if (a == "SGD") return "";
+  if (a == "AdamW" || a == "Adam" || a == "RMSprop" || a == "Adagrad") return a;
+  return "an optimizer other than SGD (" + a + ")";
+}
+
 }  // namespace tc
