@@ -136,7 +136,7 @@ add_executable(tc_check_tests suites/step_hygiene/step_hygiene_test.cpp suites/a
                               suites/amp/speed_judge_test.cpp
                               suites/device_agnostic/judge_test.cpp suites/data_saturation/judge_test.cpp
                               suites/checkpoint_safety/checkpoint_safety_test.cpp
-                              suites/support/tests/fingerprint_test.cpp
+                              suites/support/tests/fingerprint_test.cpp suites/reproducibility/divergence_test.cpp
                               suites/autograd_inplace/autograd_inplace_test.cpp
                               suites/tests/written_differently_test.cpp suites/generated/generated_test.cpp)
 target_link_libraries(tc_check_tests PRIVATE tc_test_paths ${TC_SUITE_TARGETS} tc_reference tc_check_support tc_harness GTest::gtest_main)

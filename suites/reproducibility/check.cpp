@@ -4,11 +4,13 @@
 // gives another run.
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <future>
 
 #include <torch/torch.h>
 
 #include "harness/util/text_format.h"
+#include "suites/reproducibility/divergence.h"
 #include "suites/support/fingerprint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -91,7 +93,10 @@ nlohmann::json fingerprint(const Trace& t) {
 }
 
 // This process's first run against the same run made in a fresh process (`there`, its fingerprint).
-void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohmann::json& there, Findings& out) {
+// Where they differ, `again` runs it in a second fresh process, whose agreement with one side or
+// neither says what differs (suites/reproducibility/divergence.h): only then is a cause named.
+void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohmann::json& there,
+                           const std::function<nlohmann::json()>& again, Findings& out) {
   const nlohmann::json here = fingerprint(a);
   std::vector<std::string> problems;
   const auto& la = here["loss_bits"];
@@ -135,11 +140,15 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
   if (!problems.empty()) {
     std::string ev = what + " differs from this process's: ";
     for (size_t i = 0; i < problems.size(); ++i) ev += (i ? "; " : "") + problems[i];
-    // Only where two runs in this process agreed is the difference known to be per process.
-    out.broken("other_process_bitwise",
-               ev + (out.any_broken() ? ""
-                                      : " (two runs in this process agree: something fixed once per process "
-                                        "reaches training, e.g. a value read from std::random_device or an address)"));
+    // Where two runs in this process already differ, the runs are not reproducible at all
+    // (same_seed_bitwise's finding): no second fresh run is needed to say so.
+    const bool in_process_agreed = !out.any_broken();
+    if (in_process_agreed && again) {
+      const reproducibility::Divergence d = reproducibility::classify(here, there, again());
+      out.metrics()["second_fresh_process"] = reproducibility::to_string(d);
+      ev += " (" + reproducibility::explain(d, in_process_agreed) + ")";
+    }
+    out.broken("other_process_bitwise", ev);
   } else {
     out.held("other_process_bitwise", what + ": " + std::to_string(la.size()) + " losses, " +
                                           std::to_string(pa.size()) +
@@ -223,7 +232,7 @@ CheckResult check_reproducibility(const CheckContext& ctx) {
       a.losses, a.params);
   same_seed_bitwise(ctx, a, b, f);
   if (there.valid()) {
-    other_process_bitwise(ctx, a, there.get(), f);
+    other_process_bitwise(ctx, a, there.get(), [&ctx] { return ctx.in_fresh_process(kFreshRun); }, f);
   } else {
     f.recorded("other_process_bitwise",
                "not compared: this runner starts no fresh process (RunPlan::executable is empty)");

@@ -48,6 +48,17 @@ class HardCodedSeed : public ref::ReferenceRun {
   }
 };
 
+// A salt that this test process sets and a fresh process (the binary started again) does not: state
+// set by earlier work in the process, reaching the augmentation seed.
+uint64_t g_process_state_salt = 0;
+
+class ProcessStateSalted : public ref::ReferenceRun {
+ protected:
+  uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const override {
+    return ref::ReferenceRun::augmentation_seed(epoch_seed ^ g_process_state_salt, batch);
+  }
+};
+
 using testing_recipes::promise_status;
 using testing_recipes::run_one;
 
@@ -81,9 +92,32 @@ TEST(ReproducibilityRecipes, AHardCodedSeedIsCaughtByAnotherSeedGivingTheSameRun
   std::cout << c.evidence << "\n";
 }
 
+// What differs between processes is named from a second fresh run: where both fresh processes agree
+// and this one differs, the cause is state this process holds, not a value fixed once per process;
+// where each process differs (the variant process_salted_augmentation), a value fixed per process.
+TEST(ReproducibilityRecipes, ASecondFreshProcessSaysWhetherEachProcessOrOnlyThisOneDiffers) {
+  g_process_state_salt = 0x5eed;
+  const Cell held = run_one("reproducibility", "process_state_salted");
+  g_process_state_salt = 0;
+  EXPECT_EQ(held.outcome, Outcome::kFail) << held.evidence;
+  EXPECT_EQ(promise_status(held, "same_seed_bitwise"), "held") << held.evidence;
+  EXPECT_EQ(promise_status(held, "other_process_bitwise"), "broken") << held.evidence;
+  EXPECT_NE(held.evidence.find("fresh processes agree with each other and this one differs from both"),
+            std::string::npos) << held.evidence;
+  EXPECT_EQ(held.metrics.value("second_fresh_process", ""), "the two fresh processes agree, this one differs");
+
+  const Cell salted = run_one("reproducibility", "process_salted_augmentation");
+  EXPECT_EQ(promise_status(salted, "other_process_bitwise"), "broken") << salted.evidence;
+  EXPECT_NE(salted.evidence.find("each process trains differently while two runs in this one agree"),
+            std::string::npos) << salted.evidence;
+  EXPECT_EQ(salted.metrics.value("second_fresh_process", ""), "each process differs");
+}
+
 }  // namespace
 }  // namespace tc
 
+TC_TEST_RECIPE(tc::ProcessStateSalted, "process_state_salted",
+               "the augmentation seed salted with a value this process holds and a fresh one does not");
 TC_TEST_RECIPE(tc::HardCodedSeed, "hard_coded_seed", "seeds everything with 42, whatever seed it is given");
 TC_TEST_RECIPE(tc::SeedSeqAugmentation, "seed_seq_augmentation",
                "augmentation seeds through std::seed_seq(epoch seed, batch)");
