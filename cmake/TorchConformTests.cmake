@@ -87,6 +87,15 @@ if(TC_PYTHON_EMBED_BUILT)
                    --check shapes --recipe grayscale_run --html "")
   set_tests_properties(shapes.grayscale_recipe_passes PROPERTIES LABELS "unit;python" TIMEOUT 300
                        PASS_REGULAR_EXPRESSION "ok +shapes / grayscale_run / cpu.*summary: error=0 fail=0 false_alarm=0 missed=0 ok=1")
+  # The embedded interpreter's standard library is its own whatever `python3` comes first on PATH
+  # (a decoy prefix whose standard library refuses to load): before the fix, an activated venv or
+  # pyenv of another 3.11 build made every Python recipe's train_step raise (python/bridge/interpreter.cpp).
+  add_test(NAME python.foreign_python_on_path
+           COMMAND sh ${PROJECT_SOURCE_DIR}/python/tests/foreign_python_on_path.sh $<TARGET_FILE:torchconform>
+                   ${PROJECT_SOURCE_DIR}/python/tests/grayscale_run.py:GrayscaleRun grayscale_run
+                   ${TC_TEST_OUT}/foreign-python-on-path.json)
+  set_tests_properties(python.foreign_python_on_path PROPERTIES LABELS "unit;python" TIMEOUT 300
+                       PASS_REGULAR_EXPRESSION "summary: error=0 fail=0 false_alarm=0 missed=0 ok=1")
   # An FSDP recipe written apart from py_reference (an MLP split unevenly over the ranks, AdamW,
   # DistributedSampler, get_state_dict/set_state_dict, the file written in place and mapped back):
   # its fsdp cell ok with every promise held (none merely recorded). Two ranks under torchrun.

@@ -151,7 +151,16 @@ void start() {
   PyConfig_InitIsolatedConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  PyStatus status = Py_InitializeFromConfig(&config);
+  // The standard library is the one of the interpreter whose libpython this binary embeds. Left to
+  // itself, CPython finds its prefix from the first `python3` on PATH: under an activated venv or a
+  // pyenv made from another build of the same minor version (pyenv's 3.11.7 beside Debian's 3.11.2,
+  // measured), that build's threading.py ran on this libpython and every recipe's train_step raised
+  // "'_thread.RLock' object has no attribute '_recursion_count'", read as the recipe's own failure.
+  PyStatus status = PyStatus_Ok();
+  if (const char* exe = build_paths::embed_python_executable(); exe != nullptr && is_file(exe)) {
+    status = PyConfig_SetBytesString(&config, &config.program_name, exe);
+  }
+  if (!PyStatus_Exception(status)) status = Py_InitializeFromConfig(&config);
   PyConfig_Clear(&config);
   if (PyStatus_Exception(status)) {
     throw std::runtime_error(std::string("cannot start the embedded Python: ") +
