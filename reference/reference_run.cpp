@@ -489,9 +489,14 @@ NamedTensors ReferenceRun::buffers() const {
 
 NamedTensors ReferenceRun::optimizer_state() const {
   NamedTensors out = named_optimizer_state(*optimizer_, parameters());
-  if (scaler_ && scaler_->is_enabled() && scaler_->scale_tensor().defined()) {
-    // The scaler is optimisation state too: its scale and growth tracker decide future steps.
-    out.emplace_back("grad_scaler.scale", scaler_->scale_tensor());
+  if (scaler_ && scaler_->is_enabled()) {
+    // The scaler is optimisation state too: its scale and growth tracker decide future steps. Before
+    // its first step (fresh, or just loaded) it holds them as the values it will start from, which
+    // is what PyTorch's GradScaler.state_dict() gives then too (get_scale()): a check that compares
+    // the state right after a load sees what the checkpoint restored.
+    out.emplace_back("grad_scaler.scale", scaler_->scale_tensor().defined()
+                                              ? scaler_->scale_tensor()
+                                              : torch::full({}, scaler_->get_scale(), torch::kFloat));
     out.emplace_back("grad_scaler.growth_tracker", torch::full({}, scaler_->growth_tracker(), torch::kInt64));
   }
   return out;
