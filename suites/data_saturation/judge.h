@@ -1,11 +1,58 @@
-// data_saturation's judgement of the host-to-device copy, apart from a real CUDA copy: a test
-// judges it with a probe that returns set timings (this machine may have no CUDA device).
+// data_saturation's judgements apart from the measurements: the host-to-device copy (a test judges
+// it with a probe that returns set timings; this machine may have no CUDA device) and the data wait
+// (a test judges recorded attempts, from a quiet machine and from one whose cores other processes held).
 #pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/contract/loader_probe.h"
 #include "suites/support/kit.h"
 
 namespace tc {
+
+// The batch costs (x step time) that data_saturation accepts as sized: above 1.1, a single worker
+// still waits 9% and a loop without workers 52%; below 1.45, two workers need at most 0.75 of a
+// core between them (the read latency, 0.7 of the step, uses none). The rounds of extra work are
+// sized from timings taken moments apart; on a machine whose other processes come and go, those can
+// disagree (a sweep at load average 7-8 on 2 cores: 4 of its 5 false alarms had batches sized at
+// 1.7-2.4 x the step, where two correct workers need 1.4 cores), so the cost is measured again and
+// the rounds corrected until it lands in the band, or the data wait is not judged.
+inline constexpr std::pair<double, double> kBatchCostBand{1.1, 1.45};
+bool batch_cost_in_band(double batch_cost_s, double step_s);
+
+// One measurement of the step loop with the recipe's loader.
+struct WaitAttempt {
+  double wait_s = 0.0;             // the loop blocked in the loader's next()
+  double wall_s = 0.0;             // the measured steps
+  double run_queue_delay_s = -1.0; // its threads' and child processes' run delay (run_queue.h); -1: unknown
+  double training_thread_delay_s = -1.0;  // of which the step loop's own thread; -1: unknown
+  std::string load_average = "unknown";
+};
+
+struct DataWaitVerdict {
+  std::string status;  // "held", "broken" or "recorded" (not judged)
+  std::string evidence;
+  size_t best = 0;     // the attempt with the least wait fraction
+  double best_fraction = 0.0;
+  double unexplained_fraction = 0.0;  // the least, over the attempts, of (wait - run delay) / wall
+};
+
+// The "data_wait" promise: held when some attempt waited at most `bar` of its wall time. Otherwise
+// the wait may be the machine's, not the loader's: while a worker (a thread other than the step
+// loop's, or a worker process) waits for a CPU taken by another process, the loop's wait grows by
+// at most that time (a late batch delays the later ones of that worker, and the loop with them, so
+// it is waited for once), so (wait - the other threads' run delay) / wall bounds the loader's own
+// wait fraction from below. The step loop's own thread is not credited: its queueing outside
+// next() only lengthens the wall, and inside it is the loader's own work where batches are made on
+// that thread (workers 0, the mistake itself; crediting it, workers_0 measured 15-20% left at load
+// average 6 on 2 cores, 50% without); the one part it leaves uncredited, the loop's wake-up when a
+// batch arrives, measured 10-40 ms over a whole 0.6 s attempt of correct loaders at that load, of
+// which the wait was 0.1-0.7%. Broken when the bound exceeds the bar in every attempt; otherwise
+// not judged: the machine was too busy to tell (`batch_vs_step` and `cores` only word the evidence).
+DataWaitVerdict judge_data_wait(const std::vector<WaitAttempt>& attempts, double bar, const std::string& batch_vs_step,
+                                unsigned cores);
 
 // The "async_copy" promise into `out`: the probe's copy of a 64 MiB batch held the host for less
 // than half of its total time (an asynchronous copy returns after the launch).
