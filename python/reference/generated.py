@@ -151,6 +151,10 @@ OPERATORS: Tuple[Operator, ...] = (
              "gradient unclipped", "step_hygiene", ("clip_between_backward_and_step",),
              lambda d: ("the MLP with its first layer frozen: the head is every parameter that takes a gradient"
                         if d.is_("model", "mlp") and d.is_("freezing", "first_layer") else "")),
+    Operator("rebuild_optimizer_each_epoch",
+             "the optimizer and its schedule built inside the epoch loop: every epoch after the first starts from a "
+             "fresh optimizer (momentum, moments lost) and a schedule started over",
+             "step_hygiene", ("optimizer_built_once",)),
     Operator("no_optimizer_state", "the optimizer's state_dict (momentum, moments, rates) left out of the checkpoint",
              "resume_equality", ("resume_bitwise",)),
     Operator("no_scheduler_state", "the scheduler's state_dict left out of the checkpoint", "resume_equality",
@@ -284,8 +288,8 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import torchconform  # noqa: E402
-from reference import (CHANNELS, CLASSES, CLIP_NORM, DROPOUT, IMAGE_SIZE, INTEGRITY_KEY, LR, MOMENTUM,  # noqa: E402
-                       TRAIN_SIZE, WEIGHT_DECAY, AugmentedBatches, ImageClassifier, PythonReference,
+from reference import (CHANNELS, CLASSES, CLIP_NORM, DROPOUT, IMAGE_SIZE, INTEGRITY_KEY, LR, LR_GAMMA,  # noqa: E402
+                       LR_STEP_SIZE, MOMENTUM, TRAIN_SIZE, WEIGHT_DECAY, AugmentedBatches, ImageClassifier, PythonReference,
                        SeededBatchSampler, augment, init_weights, state_digest)
 
 EMA_DECAY = 0.9
@@ -533,6 +537,11 @@ class _Generated(PythonReference):
                                  torch.Generator().manual_seed(self.options.seed), workers, prefetch, for_probe=True)
 
     def begin_epoch(self) -> None:
+        if self.mutation == "rebuild_optimizer_each_epoch" and self.epoch > 0:
+            # for epoch in ...: optimizer = SGD(model.parameters(), ...); scheduler = StepLR(optimizer, ...)
+            self.optimizer = self.make_optimizer(self.model.parameters())
+            self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=LR_STEP_SIZE, gamma=LR_GAMMA)
+            self.scheduler = self.make_scheduler()
         if self.mutation != "no_train_after_eval":
             self.model.train()
         self.sampler.set_epoch(self.epoch)

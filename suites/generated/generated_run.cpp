@@ -81,6 +81,9 @@ const std::vector<Operator>& operators() {
                     ? "the MLP with its first layer frozen: the head is every parameter that takes a gradient"
                     : "";
        }},
+      {"rebuild_optimizer_each_epoch", "the optimizer and its schedule built inside the epoch loop: every epoch after the "
+       "first starts from a fresh optimizer (momentum, moments lost) and a schedule started over",
+       "step_hygiene", {"optimizer_built_once"}, none},
       {"no_optimizer_state", "the optimizer's state (momentum, moments) left out of the checkpoint", "resume_equality",
        {"resume_bitwise"}, none},
       {"no_scheduler_state", "the schedule's state left out of the checkpoint", "resume_equality", {"resume_bitwise"},
@@ -401,6 +404,13 @@ class GeneratedRun : public ref::ReferenceRun {
   }
 
   void begin_epoch() override {
+    if (is(op_, "rebuild_optimizer_each_epoch") && epoch_ > 0) {
+      // `for epoch in ...: optimizer = SGD(model.parameters(), ...); scheduler = ...(optimizer)`. The
+      // schedule is made for the new optimizer before the old one goes (it refers to it).
+      std::unique_ptr<torch::optim::Optimizer> fresh = make_optimizer_for(parameters());
+      scheduler_ = make_schedule(*fresh);
+      optimizer_ = std::move(fresh);
+    }
     if (!is(op_, "no_train_after_eval")) module_->train();
     if (d_.is(kModel, "classifier_frozen_bn")) freeze_batch_norm();
     sampler_->set_epoch(epoch_);

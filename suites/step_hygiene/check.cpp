@@ -73,6 +73,10 @@ namespace {
 
 constexpr const char* kFresh = "fresh_gradients";
 constexpr const char* kClip = "clip_between_backward_and_step";
+constexpr const char* kOnce = "optimizer_built_once";
+// The first step of the second epoch is judged too (where an optimizer built inside the epoch loop
+// shows) when the first epoch has at most this many steps: the steps between are run, not judged.
+constexpr int64_t kMostStepsToSecondEpoch = 64;
 using step_hygiene::BatchScale;
 using step_hygiene::judge_batch_scale;
 using step_hygiene::kBatchGradient;
@@ -138,11 +142,29 @@ void set_grads(NamedTensors& ps, const std::vector<at::Tensor>& grads, double fa
   }
 }
 
-// `clip_only` (null: every parameter with a gradient): the parameters clip_grad_norm_ is given.
-Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
-                const std::vector<at::Tensor>& grads, double max_norm, const std::vector<bool>* clip_only = nullptr) {
+// A fresh run of the recipe whose parameters are set to `params`: its optimizer and schedule are
+// as the recipe builds them, with no state yet (a freshly built optimizer over these weights).
+std::unique_ptr<Run> fresh_optimizer_over(const CheckContext& ctx, const RunOptions& opts, const NamedTensors& params) {
   std::unique_ptr<Run> r = fresh_run(ctx, opts);
-  r->load_checkpoint(before);
+  torch::NoGradGuard no_grad;
+  NamedTensors ps = r->parameters();
+  for (size_t i = 0; i < ps.size() && i < params.size(); ++i) ps[i].second.copy_(params[i].second);
+  return r;
+}
+
+// `clip_only` (null: every parameter with a gradient): the parameters clip_grad_norm_ is given.
+// `fresh_optimizer_from` (null: the run loaded from `before`): the step taken by a freshly built
+// optimizer over these parameters instead (fresh_optimizer_over).
+Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
+                const std::vector<at::Tensor>& grads, double max_norm, const std::vector<bool>* clip_only = nullptr,
+                const NamedTensors* fresh_optimizer_from = nullptr) {
+  std::unique_ptr<Run> r;
+  if (fresh_optimizer_from != nullptr) {
+    r = fresh_optimizer_over(ctx, opts, *fresh_optimizer_from);
+  } else {
+    r = fresh_run(ctx, opts);
+    r->load_checkpoint(before);
+  }
   Replayed out;
   out.loaded_params = snapshot(r->parameters());
   out.loaded_state = snapshot(r->optimizer_state());
@@ -165,10 +187,16 @@ Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::stri
   out.update_roundings = update_roundings(*opt);
   if (out.update_roundings > 0) {
     // The same step from the same state with the clipped gradient scaled by (1 + s).
-    r->load_checkpoint(before);
+    std::shared_ptr<OptimizerProbe> o2 = opt;
+    if (fresh_optimizer_from != nullptr) {
+      r = fresh_optimizer_over(ctx, opts, *fresh_optimizer_from);
+      o2 = optimizer_of(*r);
+    } else {
+      r->load_checkpoint(before);
+    }
     NamedTensors again = r->parameters();
     set_grads(again, out.clipped, 1.0 + gradient_slack(grads, max_norm), nullptr);
-    opt->optimizer_step();
+    o2->optimizer_step();
     const NamedTensors moved = snapshot(r->parameters());
     for (size_t i = 0; i < moved.size(); ++i) {
       out.sensitivity.emplace_back(
@@ -346,7 +374,16 @@ Cause explain(const CheckContext& ctx, const RunOptions& opts, const std::string
                           "step's (the optimizer stepped before this step's backward)"};
     }
   }
-  return {kFresh, std::string("none of the explanations tried reproduces it (a step with no gradient; ") +
+  // A freshly built optimizer (the optimizer and its schedule made again, inside the epoch loop):
+  // this step's gradient, clipped, stepped by an optimizer with no state over the same weights.
+  const Tolerance t_rebuilt = against(recipe_after, start, replay(ctx, opts, before, fresh, max_norm, nullptr, &start), kappa);
+  if (t_rebuilt.within()) {
+    return {kOnce, "it equals the update of a freshly built optimizer and schedule over the same weights and gradient "
+                   "(within " + fmt::sig(t_rebuilt.ratio, 3) + " of the bound): the state the optimizer had (momentum, "
+                   "moments, the schedule's position) was dropped, the optimizer built again (inside the epoch loop)",
+            true};
+  }
+  return {kFresh, std::string("none of the explanations tried reproduces it (a step with no gradient; a freshly built optimizer; ") +
                       (max_norm > 0 && norm > max_norm ? "the gradient unclipped; " : "") +
                       (passes.size() > 1 ? "the last backward passes of " + std::to_string(passes.size()) + "; " : std::string()) +
                       (had_left ? "this step's gradient plus the previous step's, or the previous step's alone"
@@ -524,11 +561,14 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   std::unique_ptr<Run> run = fresh_run(ctx, opts);
   const double max_norm = run->clip_norm();
   const int64_t steps = 4;
+  // The first step of the second epoch: where an optimizer built inside the epoch loop starts over.
+  const int64_t boundary = run->steps_per_epoch();
   Findings f;
   Tally tally;
   std::vector<double> losses;  // the recipe's own steps, for the fingerprint
   std::function<void(Findings&)> batch_verdict;  // batch_gradient, measured on step 0
-  for (int64_t t = 0; t < steps; ++t) {
+  // Judges step t of the recipe's run (the next one it takes); false when it was caught.
+  auto judge_step = [&](int64_t t) {
     const Observed o = observe_step(*run, before, opts.device.type());
     losses.push_back(o.loss);
     if (t == 0) {
@@ -560,7 +600,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
                               {"worst", describe(tol)}});
     if (!tol.within()) {
       judge_mismatch(ctx, opts, before, o, correct, tol, max_norm, kappa, t, tally, f);
-      break;
+      return false;
     }
     if (max_norm > 0 && norm > max_norm) ++tally.over_bound;
     if (tol.ratio >= tally.worst_ratio) {
@@ -568,10 +608,25 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
       tally.worst_diff = tol.max_abs_diff;
       tally.worst_where = "step " + std::to_string(t) + " " + describe(tol);
     }
+    return true;
+  };
+  int64_t judged = 0;
+  bool clean = true;
+  for (int64_t t = 0; t < steps && clean; ++t, ++judged) clean = judge_step(t);
+  std::string across = "";  // why the step after the first epoch was not judged
+  bool boundary_judged = boundary < steps && judged > boundary;
+  if (clean && boundary >= steps && boundary <= kMostStepsToSecondEpoch) {
+    for (int64_t t = steps; t < boundary; ++t) losses.push_back(run->train_step().loss);  // run, not judged
+    clean = judge_step(boundary);
+    ++judged;
+    boundary_judged = true;
+  } else if (boundary > kMostStepsToSecondEpoch) {
+    across = "the first epoch is " + std::to_string(boundary) + " steps (at most " +
+             std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)";
   }
-  nlohmann::json metrics = {{"steps", steps}, {"clip_norm", max_norm}, {"fresh_grad_norms", tally.norms},
+  nlohmann::json metrics = {{"steps", judged}, {"clip_norm", max_norm}, {"fresh_grad_norms", tally.norms},
                             {"bound", tally.bound}, {"per_step", tally.per_step},
-                            {"max_ratio_to_bound", tally.worst_ratio}};
+                            {"max_ratio_to_bound", tally.worst_ratio}, {"steps_per_epoch", boundary}};
   for (const char* k : {"caught", "replay_model"}) {
     if (f.metrics().contains(k)) metrics[k] = f.metrics()[k];
   }
@@ -580,7 +635,21 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
       "the recipe's run, " + std::to_string(losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")", losses,
       run->parameters());
   f.metrics() = metrics;
-  if (!metrics.contains("caught")) conclude(tally, steps, max_norm, f);
+  const std::string caught = metrics.contains("caught") ? metrics["caught"].value("promise", std::string()) : "";
+  if (caught.empty() || caught == kOnce) conclude(tally, judged - (caught.empty() ? 0 : 1), max_norm, f);
+  if (caught != kOnce) {
+    if (!caught.empty() || !tally.unexplained.empty()) {
+      f.recorded(kOnce, "not judged: " + (caught.empty() ? std::string("the replay model does not reproduce this recipe's "
+                                                                       "update")
+                                                         : "step " + std::to_string(judged - 1) + " was caught first"));
+    } else if (!boundary_judged) {
+      f.recorded(kOnce, "not judged: " + across);
+    } else {
+      f.held(kOnce, "step " + std::to_string(boundary) + ", the first of the second epoch, equals the replay from the "
+                    "optimizer and schedule state the recipe checkpointed at the end of the first: the optimizer "
+                    "carried its state across the epoch boundary");
+    }
+  }
   if (batch_verdict) batch_verdict(f);
   return f.result();
 }
@@ -594,6 +663,9 @@ TC_CHECK(step_hygiene,
               "clipped between backward and step")
     ->Promise("fresh_gradients", "each update equals an independent computation from fresh gradients")
     ->Promise("clip_between_backward_and_step", "gradients are clipped between backward and step")
+    ->Promise("optimizer_built_once",
+              "the optimizer and its schedule are built once, with the model, and carry their state across epochs")
+    ->NotJudged("optimizer_built_once", 3)
     ->Promise("batch_gradient",
               "the step's gradient is the gradient of the batch's loss: micro-batches weighed by their share, "
               "none backpropagated twice");

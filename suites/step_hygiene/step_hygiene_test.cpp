@@ -4,11 +4,13 @@
 // breaks instead of a step-order bug.
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "suites/generated/generated_run.h"
 #include "suites/step_hygiene/batch_gradient.h"
 #include "suites/tests/test_recipes.h"
 #include "reference/reference_run.h"
@@ -88,6 +90,62 @@ class ZeroGradToZeros : public ref::ReferenceRun {
     scaler_->update();
   }
 };
+
+// The optimizer and its schedule built again at each epoch's start, each given the state of the one
+// it replaces (the optimizer's state, the schedule's position): built twice, but nothing is lost.
+// optimizer_built_once judges what the update shows (a fresh optimizer's step), not how often the
+// object is made, so this passes.
+class RebuiltWithStateHandedOver : public ref::ReferenceRun {
+ protected:
+  void begin_epoch() override {
+    if (epoch_ > 0) {
+      torch::serialize::OutputArchive opt_out, sched_out;
+      optimizer_->save(opt_out);
+      scheduler_->save(sched_out);
+      std::stringstream opt_bytes, sched_bytes;
+      opt_out.save_to(opt_bytes);
+      sched_out.save_to(sched_bytes);
+      std::unique_ptr<torch::optim::Optimizer> fresh = make_optimizer_for(parameters());
+      torch::serialize::InputArchive opt_in, sched_in;
+      opt_in.load_from(opt_bytes);
+      sched_in.load_from(sched_bytes);
+      fresh->load(opt_in);
+      std::unique_ptr<ref::Schedule> schedule = make_schedule(*fresh);
+      schedule->load(sched_in);
+      scheduler_ = std::move(schedule);
+      optimizer_ = std::move(fresh);
+    }
+    ReferenceRun::begin_epoch();
+  }
+};
+
+TEST(StepHygieneEquivalents, AnOptimizerRebuiltWithItsStateHandedOverPasses) {
+  const Cell c = run_one("step_hygiene", "rebuilt_with_state_handed_over", make<RebuiltWithStateHandedOver>());
+  EXPECT_EQ(c.outcome, Outcome::kPass) << c.evidence;
+  EXPECT_EQ(promise_status(c, "optimizer_built_once"), "held") << c.evidence;
+  EXPECT_EQ(promise_status(c, "fresh_gradients"), "held") << c.evidence;
+}
+
+TEST(StepHygieneVariants, AnOptimizerBuiltInsideTheEpochLoopIsCaughtAtTheSecondEpochsFirstStep) {
+  // The generator's mutant on two draws: gen-1 (6 steps an epoch) and gen-5 (12).
+  for (const char* name : {"gen-1-rebuild_optimizer_each_epoch", "gen-5-rebuild_optimizer_each_epoch"}) {
+    Registry reg;
+    for (const CheckInfo& c : Registry::global().checks()) {
+      if (c.name == "step_hygiene") reg.add_check(c);
+    }
+    for (const RecipeInfo& r : generated::recipes_named(name)) reg.add_recipe(r);
+    RunPlan plan;
+    plan.devices = {{"cpu", true, ""}};
+    plan.checks = {"step_hygiene"};
+    plan.recipes = {name};
+    const Cell c = run_cells(reg, plan).at(0);
+    EXPECT_EQ(c.verdict, Verdict::kOk) << name << ": " << c.evidence;  // a variant, caught
+    EXPECT_EQ(promise_status(c, "optimizer_built_once"), "broken") << name << ": " << c.evidence;
+    EXPECT_NE(c.evidence.find("freshly built optimizer"), std::string::npos) << c.evidence;
+    // The steps before the boundary were judged clean.
+    EXPECT_EQ(promise_status(c, "fresh_gradients"), "held") << name << ": " << c.evidence;
+  }
+}
 
 TEST(StepHygieneEquivalents, Float64GlobalNormClipPasses) {
   const Cell c = run_one("step_hygiene", "float64_global_norm_clip", make<Float64GlobalNormClip>());
