@@ -155,6 +155,10 @@ OPERATORS: Tuple[Operator, ...] = (
              "the optimizer and its schedule built inside the epoch loop: every epoch after the first starts from a "
              "fresh optimizer (momentum, moments lost) and a schedule started over",
              "step_hygiene", ("optimizer_built_once",)),
+    Operator("skip_set_epoch",
+             "sampler.set_epoch(epoch) called for the first epoch only: every epoch repeats the first's order (and "
+             "the augmentation seeds the sampler draws with it)",
+             "data_saturation", ("epoch_order", "worker_augmentations")),
     Operator("no_optimizer_state", "the optimizer's state_dict (momentum, moments, rates) left out of the checkpoint",
              "resume_equality", ("resume_bitwise",)),
     Operator("no_scheduler_state", "the scheduler's state_dict left out of the checkpoint", "resume_equality",
@@ -544,7 +548,11 @@ class _Generated(PythonReference):
             self.scheduler = self.make_scheduler()
         if self.mutation != "no_train_after_eval":
             self.model.train()
-        self.sampler.set_epoch(self.epoch)
+        if self.mutation == "skip_set_epoch" and self.sampler.epoch >= 0:
+            # A DistributedSampler without set_epoch: its order is drawn from (seed, epoch 0) again.
+            self.sampler.epoch, self.sampler.position = self.epoch, 0
+        else:
+            self.sampler.set_epoch(self.epoch)
 
     def augment_on_device(self, x: torch.Tensor) -> torch.Tensor:
         if not self._is("augmentation", "flip_on_device"):

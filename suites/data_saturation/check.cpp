@@ -255,6 +255,46 @@ void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings&
                                        across);
 }
 
+// 1b. The order: batch 0 of the second epoch is not batch 0 of the first (targets, then inputs).
+// With a reshuffle each epoch (the seeds' shuffle=True; DistributedSampler.set_epoch), the chance
+// that a batch of b labels of k classes comes back in the same order is at most about k^-b.
+constexpr int64_t kMostStepsToSecondEpoch = 64;
+
+void epoch_order(const CheckContext& ctx, Findings& out) {
+  std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
+  const int64_t spe = run->steps_per_epoch();
+  if (spe > kMostStepsToSecondEpoch) {
+    out.recorded("epoch_order", "not judged: the first epoch is " + std::to_string(spe) + " steps (at most " +
+                                    std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)");
+    return;
+  }
+  std::pair<at::Tensor, at::Tensor> first, second;
+  try {
+    run->train_step();
+    first = run->last_batch();
+    first = {first.first.detach().cpu().clone(), first.second.detach().cpu().clone()};
+    for (int64_t t = 1; t <= spe; ++t) run->train_step();
+    second = run->last_batch();
+  } catch (const ProbeNotProvided& e) {
+    out.recorded("epoch_order", std::string("not judged: ") + e.what());
+    return;
+  }
+  const at::Tensor targets = second.second.detach().cpu();
+  const std::string what = "batch 0 of epoch 1 against batch 0 of epoch 0 (" + std::to_string(targets.numel()) +
+                           " targets, " + std::to_string(spe) + " steps an epoch)";
+  if (targets.sizes() == first.second.sizes() && torch::equal(targets, first.second)) {
+    const at::Tensor inputs = second.first.detach().cpu();
+    const bool same_inputs = inputs.sizes() == first.first.sizes() && torch::equal(inputs, first.first);
+    out.broken("epoch_order", what + ": the same targets in the same order" +
+                                  (same_inputs ? std::string(", and the same inputs bitwise")
+                                               : std::string(" (the inputs differ: augmented anew)")) +
+                                  ": the samples' order did not change with the epoch (a sampler whose order is drawn "
+                                  "once, or set_epoch not called each epoch)");
+    return;
+  }
+  out.held("epoch_order", what + ": the order changed with the epoch");
+}
+
 // 2. Data wait with the recipe's own loader, against a device it must keep fed: the best of up to
 // kAttempts measurements (contention only adds wait), stopping at the first under the bar.
 void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Findings& out) {
@@ -433,6 +473,7 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   ProbedRun<LoaderProbe> r = fresh(ctx);
   Findings f;
   worker_augmentations(ctx, *r.probe, f);
+  epoch_order(ctx, f);
   const Sizing s = size_augmentation(ctx, *r.probe);
   data_wait(ctx, *r.probe, s, f);
   // The sweep costs about 15 s a recipe (a Python recipe's, about 65 s): the reference's figures
@@ -455,9 +496,11 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
 namespace tc {
 TC_CHECK(data_saturation,
          "the step loop waits on data for at most 5% of its time with a costly augmentation; "
-              "workers' augmentations are distinct and reproducible; the copy to CUDA is asynchronous")
+              "workers' augmentations are distinct and reproducible; each epoch a new order; the copy to CUDA is "
+              "asynchronous")
     ->TimingPromise("data_wait", "the step loop waits on data for at most 5% of its time with a costly augmentation")
     ->Promise("worker_augmentations", "workers' augmentations are distinct and reproducible")
+    ->Promise("epoch_order", "each epoch visits the samples in a new order (reshuffled: set_epoch each epoch)")
     ->TimingPromise("async_copy", "the copy to CUDA is asynchronous")
     ->RunsAlone();
 }  // namespace tc

@@ -29,6 +29,16 @@ class PinWithoutNonBlocking : public ref::ReferenceRun {
   }
 };
 
+// Fail: the sampler's order drawn once: `set_epoch` called for the first epoch only (a custom
+// sampler that permutes in its constructor does the same), so every epoch repeats the first's order.
+class OrderDrawnOnce : public ref::ReferenceRun {
+ protected:
+  void begin_epoch() override {
+    module_->train();
+    if (!sampler_->has_epoch()) sampler_->set_epoch(epoch_);
+  }
+};
+
 }  // namespace tc::variants
 
 TC_RECIPE(tc::variants::WorkersZero, "workers_0",
@@ -40,3 +50,7 @@ TC_RECIPE(tc::variants::PinWithoutNonBlocking, "pin_without_non_blocking",
     ->MustBeCaughtBy({"data_saturation"})
     ->Breaks("data_saturation", {"async_copy"})
     ->Needs("cuda");
+TC_RECIPE(tc::variants::OrderDrawnOnce, "order_drawn_once",
+          "the sampler's order is drawn for the first epoch only: every epoch repeats it")
+    ->MustBeCaughtBy({"data_saturation"})
+    ->Breaks("data_saturation", {"epoch_order", "worker_augmentations"});

@@ -84,6 +84,9 @@ const std::vector<Operator>& operators() {
       {"rebuild_optimizer_each_epoch", "the optimizer and its schedule built inside the epoch loop: every epoch after the "
        "first starts from a fresh optimizer (momentum, moments lost) and a schedule started over",
        "step_hygiene", {"optimizer_built_once"}, none},
+      {"skip_set_epoch", "sampler.set_epoch(epoch) called for the first epoch only: every epoch repeats the first's "
+       "order (and the augmentation seeds the sampler draws with it)",
+       "data_saturation", {"epoch_order", "worker_augmentations"}, none},
       {"no_optimizer_state", "the optimizer's state (momentum, moments) left out of the checkpoint", "resume_equality",
        {"resume_bitwise"}, none},
       {"no_scheduler_state", "the schedule's state left out of the checkpoint", "resume_equality", {"resume_bitwise"},
@@ -413,7 +416,7 @@ class GeneratedRun : public ref::ReferenceRun {
     }
     if (!is(op_, "no_train_after_eval")) module_->train();
     if (d_.is(kModel, "classifier_frozen_bn")) freeze_batch_norm();
-    sampler_->set_epoch(epoch_);
+    if (!is(op_, "skip_set_epoch") || !sampler_->has_epoch()) sampler_->set_epoch(epoch_);
   }
 
   uint64_t augmentation_seed(uint64_t epoch_seed, int64_t batch) const override {
