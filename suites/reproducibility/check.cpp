@@ -146,6 +146,18 @@ void other_process_bitwise(const CheckContext& ctx, const Trace& a, const nlohma
     if (in_process_agreed && again) {
       const reproducibility::Divergence d = reproducibility::classify(here, there, again());
       out.metrics()["second_fresh_process"] = reproducibility::to_string(d);
+      if (d == reproducibility::Divergence::kSecondAgreesHere) {
+        // The first fresh run was the odd one: blamed only where the difference repeats.
+        const int r = reproducibility::first_repeat(here, again);
+        if (r > 0) {
+          out.metrics()["repeat_runs"] = {{"run", r}, {"of", reproducibility::kRepeatRuns}, {"repeated", true}};
+          out.broken("other_process_bitwise", ev + " (" + reproducibility::repeated(r, reproducibility::kRepeatRuns) + ")");
+          return;
+        }
+        out.metrics()["repeat_runs"] = {{"of", reproducibility::kRepeatRuns}, {"repeated", false}};
+        out.recorded("other_process_bitwise", reproducibility::not_repeated(reproducibility::kRepeatRuns) + " (" + ev + ")");
+        return;
+      }
       ev += " (" + reproducibility::explain(d, in_process_agreed) + ")";
     }
     out.broken("other_process_bitwise", ev);

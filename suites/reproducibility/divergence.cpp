@@ -50,4 +50,23 @@ std::string explain(Divergence d, bool in_process_agreed) {
   return "";
 }
 
+int first_repeat(const nlohmann::json& here, const std::function<nlohmann::json()>& again, int runs) {
+  for (int r = 1; r <= runs; ++r) {
+    if (!same_run(again(), here)) return r;
+  }
+  return 0;
+}
+
+std::string not_repeated(int agreeing) {
+  return "not judged: one fresh run of the seed differed, and a second fresh process and " + std::to_string(agreeing) +
+         " more agreed bitwise with this one: a difference that does not repeat cannot be laid to the recipe (one "
+         "from outside it, e.g. a BLAS library choosing its thread count by the machine's load, reads the same)";
+}
+
+std::string repeated(int which, int runs) {
+  return "it repeats: fresh run " + std::to_string(which) + " of " + std::to_string(runs) +
+         " more differed from this process's too, so runs with one seed differ from one run to the next (something "
+         "the seed does not fix, e.g. an order that threads or timing decide, reaches training)";
+}
+
 }  // namespace tc::reproducibility

@@ -4,6 +4,7 @@
 // JSON, no LibTorch: divergence_test.cpp holds every branch.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,5 +26,22 @@ Divergence classify(const nlohmann::json& here, const nlohmann::json& first, con
 // bitwise equal (only then is "per process" shown).
 std::string explain(Divergence d, bool in_process_agreed);
 const char* to_string(Divergence d);
+
+// kSecondAgreesHere: how many more fresh processes are run to see whether a run-to-run difference
+// repeats. One odd run among four with the seed, and none among these, is not laid to the recipe: a
+// difference that never repeats may come from outside it (a BLAS library that chooses its thread
+// count by the machine's load reads the same), and a gate that fails one run in hundreds is noise.
+// A recipe whose runs differ often enough to be told (a race in a quarter of its runs) differs in
+// one of them with probability 1 - (3/4)^3 = 58% or more, and in the first pair already.
+inline constexpr int kRepeatRuns = 3;
+
+// Runs `again` (a fresh process's fingerprint) up to `runs` times: the 1-based run that differed from
+// `here` (and stops there), 0 when none did.
+int first_repeat(const nlohmann::json& here, const std::function<nlohmann::json()>& again, int runs = kRepeatRuns);
+
+// The words for a run-to-run difference that did not repeat in `agreeing` more fresh processes.
+std::string not_repeated(int agreeing);
+// ... and for one that did: fresh run `which` (1-based, of `runs` more) differed from this process's too.
+std::string repeated(int which, int runs);
 
 }  // namespace tc::reproducibility
