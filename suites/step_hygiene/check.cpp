@@ -63,6 +63,7 @@
 #include "suites/support/hooks.h"
 #include "suites/step_hygiene/batch_gradient.h"
 #include "suites/step_hygiene/experiments.h"
+#include "suites/step_hygiene/replay.h"
 #include "suites/support/kit.h"
 #include "suites/support/optimizer_view.h"
 #include "suites/support/tensor_compare.h"
@@ -83,162 +84,15 @@ using step_hygiene::kBatchGradient;
 using step_hygiene::measure_batch_scale;
 using step_hygiene::Experiments;
 using step_hygiene::run_experiments;
-
-// The gradients on `params` (CPU copies; undefined where a parameter has none).
-std::vector<at::Tensor> grads_of(const NamedTensors& params) {
-  std::vector<at::Tensor> out;
-  for (const auto& [n, p] : params) out.push_back(p.grad().defined() ? p.grad().detach().cpu().clone() : at::Tensor());
-  return out;
-}
-
-// One step computed independently: a fresh run of the recipe loaded from `before`, its gradients set
-// to `grads` (undefined: none), clipped to max_norm with clip_grad_norm_ (0: not clipped), one step
-// of its optimizer.
-struct Replayed {
-  NamedTensors loaded_params, loaded_state;  // right after load_checkpoint
-  std::vector<double> loaded_lrs;
-  std::vector<at::Tensor> clipped;  // what the optimizer saw, per parameter (CPU; undefined: none)
-  NamedTensors after;               // the parameters after the step
-  double lr = 0.0;                  // the largest learning rate of the param groups
-  // Not SGD: the measured first-order response S per parameter (see the top of the file) and the
-  // optimizer's counted roundings on the update, c_opt.
-  NamedTensors sensitivity;
-  double update_roundings = 2.0;
-};
-
-// c_opt for the update rules of torch.optim by name (0: SGD, whose bound is derived in full above).
-double update_roundings(OptimizerProbe& o, std::string* name = nullptr) {
-  const std::string a = o.optimizer_algorithm();
-  auto named = [&](const std::string& n, double c) {
-    if (name) *name = n;
-    return c;
-  };
-  if (a == "SGD") return named(a, 0.0);
-  if (a == "AdamW" || a == "Adam" || a == "RMSprop") return named(a, 14.0);
-  if (a == "Adagrad") return named(a, 12.0);
-  return named(a + ", an optimizer torchconform does not know (16 roundings assumed on its update)", 16.0);
-}
-
-// The relative difference two correct clipped gradients may have: (kappa + 2) u, kappa as above.
-double gradient_slack(const std::vector<at::Tensor>& grads, double max_norm) {
-  int64_t n = 0, m = 0;
-  double u = 0.0;
-  for (const auto& g : grads) {
-    if (!g.defined()) continue;
-    n += g.numel();
-    ++m;
-    u = std::max(u, unit_roundoff_of(g.scalar_type()));
-  }
-  const double kappa = max_norm > 0 ? static_cast<double>(n + 2 * m + 8) : 0.0;
-  return (kappa + 2) * u;
-}
-
-void set_grads(NamedTensors& ps, const std::vector<at::Tensor>& grads, double factor, std::vector<at::Tensor>* with) {
-  for (size_t i = 0; i < ps.size(); ++i) {
-    if (i >= grads.size() || !grads[i].defined()) continue;
-    at::Tensor g = grads[i].to(ps[i].second.device());
-    ps[i].second.mutable_grad() = factor == 1.0 ? g.clone() : (g.to(torch::kDouble) * factor).to(g.scalar_type());
-    if (with) with->push_back(ps[i].second);
-  }
-}
-
-// A fresh run of the recipe whose parameters are set to `params`: its optimizer and schedule are
-// as the recipe builds them, with no state yet (a freshly built optimizer over these weights).
-std::unique_ptr<Run> fresh_optimizer_over(const CheckContext& ctx, const RunOptions& opts, const NamedTensors& params) {
-  std::unique_ptr<Run> r = fresh_run(ctx, opts);
-  torch::NoGradGuard no_grad;
-  NamedTensors ps = r->parameters();
-  for (size_t i = 0; i < ps.size() && i < params.size(); ++i) ps[i].second.copy_(params[i].second);
-  return r;
-}
-
-// `clip_only` (null: every parameter with a gradient): the parameters clip_grad_norm_ is given.
-// `fresh_optimizer_from` (null: the run loaded from `before`): the step taken by a freshly built
-// optimizer over these parameters instead (fresh_optimizer_over).
-Replayed replay(const CheckContext& ctx, const RunOptions& opts, const std::string& before,
-                const std::vector<at::Tensor>& grads, double max_norm, const std::vector<bool>* clip_only = nullptr,
-                const NamedTensors* fresh_optimizer_from = nullptr) {
-  std::unique_ptr<Run> r;
-  if (fresh_optimizer_from != nullptr) {
-    r = fresh_optimizer_over(ctx, opts, *fresh_optimizer_from);
-  } else {
-    r = fresh_run(ctx, opts);
-    r->load_checkpoint(before);
-  }
-  Replayed out;
-  out.loaded_params = snapshot(r->parameters());
-  out.loaded_state = snapshot(r->optimizer_state());
-  const std::shared_ptr<OptimizerProbe> opt = optimizer_of(*r);
-  out.loaded_lrs = learning_rates(*opt);
-  for (double lr : out.loaded_lrs) out.lr = std::max(out.lr, lr);
-  NamedTensors ps = r->parameters();
-  std::vector<at::Tensor> with_grad;
-  set_grads(ps, grads, 1.0, &with_grad);
-  if (clip_only != nullptr) {
-    with_grad.clear();
-    for (size_t i = 0; i < ps.size() && i < grads.size() && i < clip_only->size(); ++i) {
-      if (grads[i].defined() && (*clip_only)[i]) with_grad.push_back(ps[i].second);
-    }
-  }
-  if (max_norm > 0 && !with_grad.empty()) torch::nn::utils::clip_grad_norm_(with_grad, max_norm);
-  out.clipped = grads_of(ps);
-  opt->optimizer_step();
-  out.after = snapshot(r->parameters());
-  out.update_roundings = update_roundings(*opt);
-  if (out.update_roundings > 0) {
-    // The same step from the same state with the clipped gradient scaled by (1 + s).
-    std::shared_ptr<OptimizerProbe> o2 = opt;
-    if (fresh_optimizer_from != nullptr) {
-      r = fresh_optimizer_over(ctx, opts, *fresh_optimizer_from);
-      o2 = optimizer_of(*r);
-    } else {
-      r->load_checkpoint(before);
-    }
-    NamedTensors again = r->parameters();
-    set_grads(again, out.clipped, 1.0 + gradient_slack(grads, max_norm), nullptr);
-    o2->optimizer_step();
-    const NamedTensors moved = snapshot(r->parameters());
-    for (size_t i = 0; i < moved.size(); ++i) {
-      out.sensitivity.emplace_back(
-          moved[i].first, (moved[i].second.to(torch::kDouble) - out.after[i].second.to(torch::kDouble)).abs());
-    }
-  }
-  return out;
-}
-
-// Per element: u * (2 |p'| + 2 |p' - p| + lr * (kappa + 2) * |g_c|) for SGD, else
-// u * (4 |p'| + c_opt |p' - p|) + S (see the top of the file).
-NamedTensors update_bound(const NamedTensors& start, const Replayed& r, double kappa) {
-  NamedTensors b;
-  for (size_t i = 0; i < r.after.size(); ++i) {
-    const at::Tensor after = r.after[i].second.to(torch::kDouble);
-    const double u = unit_roundoff_of(r.after[i].second.scalar_type());
-    if (r.update_roundings > 0) {
-      at::Tensor t = u * (4 * after.abs() + r.update_roundings * (after - start[i].second.to(torch::kDouble)).abs());
-      if (i < r.sensitivity.size()) t = t + r.sensitivity[i].second;
-      b.emplace_back(r.after[i].first, t);
-      continue;
-    }
-    at::Tensor t = 2 * after.abs() + 2 * (after - start[i].second.to(torch::kDouble)).abs();
-    if (i < r.clipped.size() && r.clipped[i].defined()) t = t + r.lr * (kappa + 2) * r.clipped[i].to(torch::kDouble).abs();
-    b.emplace_back(r.after[i].first, u * t);
-  }
-  return b;
-}
-
-Tolerance against(const NamedTensors& recipe_after, const NamedTensors& start, const Replayed& r, double kappa) {
-  return compare_within(recipe_after, r.after, update_bound(start, r, kappa));
-}
-
-double l2(const std::vector<at::Tensor>& gs) {
-  double s = 0.0;
-  for (const auto& g : gs) {
-    if (g.defined()) s += g.to(torch::kDouble).pow(2).sum().item<double>();
-  }
-  return std::sqrt(s);
-}
-
-std::string times(double ratio) { return fmt::sig(ratio, 3) + "x the bound"; }
+using step_hygiene::against;
+using step_hygiene::fresh_optimizer_over;
+using step_hygiene::grads_of;
+using step_hygiene::l2;
+using step_hygiene::replay;
+using step_hygiene::Replayed;
+using step_hygiene::times;
+using step_hygiene::update_bound;
+using step_hygiene::update_roundings;
 
 // What explains a differing update, tried in turn; each replay compared within the same bound.
 struct Cause {
@@ -402,6 +256,9 @@ struct Observed {
   std::vector<std::vector<at::Tensor>> passes;  // passes[k][i]: backward pass k's gradient of parameter i
   GeneratorStates gen;
   double loss = 0.0;
+  // The step replaced the parameter tensors (a new model made in it): hooks on the old ones saw no
+  // gradient, so the step cannot be observed.
+  bool replaced = false;
 };
 
 Observed observe_step(Run& run, const std::string& before, c10::DeviceType device) {
@@ -427,7 +284,12 @@ Observed observe_step(Run& run, const std::string& before, c10::DeviceType devic
   }
   o.loss = run.train_step().loss;
   hooks.remove_all();
-  o.after = snapshot(run.parameters());
+  const NamedTensors now = run.parameters();
+  o.replaced = now.size() != params.size();
+  for (size_t i = 0; i < now.size() && !o.replaced; ++i) {
+    o.replaced = now[i].second.unsafeGetTensorImpl() != params[i].second.unsafeGetTensorImpl();
+  }
+  o.after = snapshot(now);
   o.left_after = grads_of(run.parameters());
   return o;
 }
@@ -554,39 +416,35 @@ void conclude(const Tally& tally, int64_t steps, double max_norm, Findings& f) {
   }
 }
 
-CheckResult check_step_hygiene(const CheckContext& ctx) {
-  Scratch scratch;
-  const std::string before = scratch.file("before-step.pt");
-  const RunOptions opts = run_options(ctx, ctx.seed);
-  std::unique_ptr<Run> run = fresh_run(ctx, opts);
-  const double max_norm = run->clip_norm();
-  const int64_t steps = 4;
-  // The first step of the second epoch: where an optimizer built inside the epoch loop starts over.
-  const int64_t boundary = run->steps_per_epoch();
-  Findings f;
+// The steps of one cell: each judged step observed, replayed and compared (judge_mismatch where
+// the update differs), their tally, the losses of every step run.
+struct StepJudge {
+  const CheckContext& ctx;
+  const RunOptions opts;
+  const std::string before;
+  Run& run;
+  const double max_norm;
+  Findings& f;
   Tally tally;
-  std::vector<double> losses;  // the recipe's own steps, for the fingerprint
+  std::vector<double> losses;                    // the recipe's own steps, for the fingerprint
   std::function<void(Findings&)> batch_verdict;  // batch_gradient, measured on step 0
+  std::optional<int64_t> caught_at, replaced_at;
+
   // Judges step t of the recipe's run (the next one it takes); false when it was caught.
-  auto judge_step = [&](int64_t t) {
-    const Observed o = observe_step(*run, before, opts.device.type());
+  bool judge(int64_t t) {
+    const Observed o = observe_step(run, before, opts.device.type());
     losses.push_back(o.loss);
-    if (t == 0) {
-      // Judged after the replays (below), so that the evidence leads with fresh_gradients.
-      try {
-        const BatchScale b = measure_batch_scale(ctx, opts, before, o.fresh, o.passes, o.gen, *run);
-        batch_verdict = [b, passes = o.passes](Findings& into) { judge_batch_scale(b, passes, into); };
-      } catch (const ProbeNotProvided& e) {
-        const std::string why = e.what();
-        batch_verdict = [why](Findings& into) { into.recorded(kBatchGradient, "not judged: " + why); };
-      }
+    if (o.replaced) {  // not observable: the hooks were on the tensors the step replaced
+      replaced_at = t;
+      return true;
     }
+    if (t == 0) measure_batch(o);
     const Replayed correct = replay(ctx, opts, before, o.fresh, max_norm);
     require_round_trip(o, correct, t);
     const double kappa = kappa_of(o.fresh, max_norm, o.start, tally.bound);
     if (!tally.bound.contains("optimizer")) {
       std::string name;
-      const double c_opt = update_roundings(*optimizer_of(*run), &name);
+      const double c_opt = update_roundings(*optimizer_of(run), &name);
       tally.bound["optimizer"] = name;
       if (c_opt > 0) {
         tally.bound["formula"] = "u * (4|p'| + c_opt |p' - p|) + S, S = |p'(g_c (1 + (kappa + 2) u)) - p'(g_c)| measured";
@@ -600,6 +458,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
                               {"worst", describe(tol)}});
     if (!tol.within()) {
       judge_mismatch(ctx, opts, before, o, correct, tol, max_norm, kappa, t, tally, f);
+      caught_at = t;
       return false;
     }
     if (max_norm > 0 && norm > max_norm) ++tally.over_bound;
@@ -609,48 +468,78 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
       tally.worst_where = "step " + std::to_string(t) + " " + describe(tol);
     }
     return true;
-  };
+  }
+
+  // batch_gradient, judged after the replays (conclude), so that the evidence leads with fresh_gradients.
+  void measure_batch(const Observed& o) {
+    try {
+      const BatchScale b = measure_batch_scale(ctx, opts, before, o.fresh, o.passes, o.gen, run);
+      batch_verdict = [b, passes = o.passes](Findings& into) { judge_batch_scale(b, passes, into); };
+    } catch (const ProbeNotProvided& e) {
+      const std::string why = e.what();
+      batch_verdict = [why](Findings& into) { into.recorded(kBatchGradient, "not judged: " + why); };
+    }
+  }
+};
+
+// optimizer_built_once, where the first step of the second epoch (`boundary`) did not break it.
+void conclude_once(const StepJudge& j, const std::string& caught, int64_t boundary, bool boundary_judged,
+                   const std::string& across, Findings& f) {
+  if (caught == kOnce) return;
+  if (!caught.empty()) {
+    f.recorded(kOnce, "not judged: step " + std::to_string(j.caught_at.value_or(0)) + " was caught first");
+  } else if (!j.tally.unexplained.empty()) {
+    f.recorded(kOnce, "not judged: the replay model does not reproduce this recipe's update");
+  } else if (j.replaced_at && *j.replaced_at == boundary) {
+    f.recorded(kOnce, "not judged: the recipe made new parameter tensors in step " + std::to_string(boundary) +
+                          " (a new model; the step is watched through hooks on the parameters it began with)");
+  } else if (!boundary_judged) {
+    f.recorded(kOnce, "not judged: " + across);
+  } else {
+    f.held(kOnce, "step " + std::to_string(boundary) + ", the first of the second epoch, equals the replay from the "
+                  "optimizer and schedule state the recipe checkpointed at the end of the first: the optimizer "
+                  "carried its state across the epoch boundary");
+  }
+}
+
+CheckResult check_step_hygiene(const CheckContext& ctx) {
+  Scratch scratch;
+  const RunOptions opts = run_options(ctx, ctx.seed);
+  std::unique_ptr<Run> run = fresh_run(ctx, opts);
+  Findings f;
+  StepJudge j{ctx, opts, scratch.file("before-step.pt"), *run, run->clip_norm(), f};
+  const int64_t steps = 4;
+  // The first step of the second epoch: where an optimizer built inside the epoch loop starts over.
+  const int64_t boundary = run->steps_per_epoch();
   int64_t judged = 0;
   bool clean = true;
-  for (int64_t t = 0; t < steps && clean; ++t, ++judged) clean = judge_step(t);
-  std::string across = "";  // why the step after the first epoch was not judged
+  for (int64_t t = 0; t < steps && clean; ++t, ++judged) clean = j.judge(t);
+  std::string across;  // why the step after the first epoch was not judged
   bool boundary_judged = boundary < steps && judged > boundary;
   if (clean && boundary >= steps && boundary <= kMostStepsToSecondEpoch) {
-    for (int64_t t = steps; t < boundary; ++t) losses.push_back(run->train_step().loss);  // run, not judged
-    clean = judge_step(boundary);
+    for (int64_t t = steps; t < boundary; ++t) j.losses.push_back(run->train_step().loss);  // run, not judged
+    clean = j.judge(boundary);
     ++judged;
     boundary_judged = true;
   } else if (boundary > kMostStepsToSecondEpoch) {
     across = "the first epoch is " + std::to_string(boundary) + " steps (at most " +
              std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)";
   }
-  nlohmann::json metrics = {{"steps", judged}, {"clip_norm", max_norm}, {"fresh_grad_norms", tally.norms},
-                            {"bound", tally.bound}, {"per_step", tally.per_step},
-                            {"max_ratio_to_bound", tally.worst_ratio}, {"steps_per_epoch", boundary}};
+  nlohmann::json metrics = {{"steps", judged}, {"clip_norm", j.max_norm}, {"fresh_grad_norms", j.tally.norms},
+                            {"bound", j.tally.bound}, {"per_step", j.tally.per_step},
+                            {"max_ratio_to_bound", j.tally.worst_ratio}, {"steps_per_epoch", boundary}};
   for (const char* k : {"caught", "replay_model"}) {
     if (f.metrics().contains(k)) metrics[k] = f.metrics()[k];
   }
   // What this environment computed, for `compare`: the recipe's run up to the last step judged.
   metrics["fingerprint"] = training_fingerprint(
-      "the recipe's run, " + std::to_string(losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")", losses,
-      run->parameters());
+      "the recipe's run, " + std::to_string(j.losses.size()) + " steps (seed " + std::to_string(ctx.seed) + ")",
+      j.losses, run->parameters());
   f.metrics() = metrics;
-  const std::string caught = metrics.contains("caught") ? metrics["caught"].value("promise", std::string()) : "";
-  if (caught.empty() || caught == kOnce) conclude(tally, judged - (caught.empty() ? 0 : 1), max_norm, f);
-  if (caught != kOnce) {
-    if (!caught.empty() || !tally.unexplained.empty()) {
-      f.recorded(kOnce, "not judged: " + (caught.empty() ? std::string("the replay model does not reproduce this recipe's "
-                                                                       "update")
-                                                         : "step " + std::to_string(judged - 1) + " was caught first"));
-    } else if (!boundary_judged) {
-      f.recorded(kOnce, "not judged: " + across);
-    } else {
-      f.held(kOnce, "step " + std::to_string(boundary) + ", the first of the second epoch, equals the replay from the "
-                    "optimizer and schedule state the recipe checkpointed at the end of the first: the optimizer "
-                    "carried its state across the epoch boundary");
-    }
-  }
-  if (batch_verdict) batch_verdict(f);
+  const std::string caught = j.caught_at && metrics.contains("caught") ? metrics["caught"].value("promise", std::string()) : "";
+  if (caught.empty() || caught == kOnce) conclude(j.tally, judged - (caught.empty() ? 0 : 1), j.max_norm, f);
+  conclude_once(j, caught, boundary, boundary_judged, across, f);
+  if (j.batch_verdict) j.batch_verdict(f);
   return f.result();
 }
 
