@@ -549,7 +549,7 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
 namespace tc {
 TC_CHECK(step_hygiene,
          "each update equals an independent computation: fresh gradients each step, "
-              "clipped between backward and step")
+              "clipped between backward and step, by an optimizer built once")
     ->Promise("fresh_gradients", "each update equals an independent computation from fresh gradients")
     ->Promise("clip_between_backward_and_step", "gradients are clipped between backward and step")
     ->Promise("optimizer_built_once",
