@@ -1,5 +1,6 @@
 // Where the tests find the source tree, the build tree and the Python they run: compiled into one
-// small library (harness/testing/tree_paths.cpp, target tc_test_paths) instead of a define on every
+// small library (target tc_test_paths, its source written by cmake/TorchConformTests.cmake into the
+// build tree's generated/tree_paths.cpp) instead of a define on every
 // test target, so that a test's translation units carry no absolute path and a clone of the
 // repository in another folder hits the compiler cache for them (ccache's CCACHE_BASEDIR rewrites
 // paths on the command line, not inside the code).
