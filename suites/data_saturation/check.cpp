@@ -92,7 +92,7 @@ struct Sizing {
   int64_t rounds = 0;
   std::chrono::microseconds read_latency{0};
   double batch_cost_s = 0.0;  // measured with `rounds` and the latency, made on the training thread
-  bool sized = true;          // batch_cost_s within kCostBand x the step
+  bool sized = true;          // batch_cost_s within kBatchCostBand x the step
   nlohmann::json tries = nlohmann::json::array();  // {rounds, batch_cost_s} of each sizing
 };
 
@@ -260,14 +260,12 @@ void worker_augmentations(const CheckContext& ctx, LoaderProbe& probe, Findings&
 // the order repeated. The same targets and other inputs cannot be told apart from here: the same
 // samples augmented anew, or other samples whose labels repeat in the same pattern (a dataset whose
 // label is its index modulo the classes, read in blocks: slots_test's block_sampler), so not judged.
-constexpr int64_t kMostStepsToSecondEpoch = 64;
 
 void epoch_order(const CheckContext& ctx, Findings& out) {
   std::unique_ptr<Run> run = fresh_run(ctx, run_options(ctx, ctx.seed));
   const int64_t spe = run->steps_per_epoch();
-  if (spe > kMostStepsToSecondEpoch) {
-    out.recorded("epoch_order", "not judged: the first epoch is " + std::to_string(spe) + " steps (at most " +
-                                    std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)");
+  if (const std::string far = second_epoch_out_of_reach(spe); !far.empty()) {
+    out.recorded("epoch_order", "not judged: " + far);
     return;
   }
   std::pair<at::Tensor, at::Tensor> first, second;

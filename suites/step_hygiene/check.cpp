@@ -75,9 +75,6 @@ namespace {
 constexpr const char* kFresh = "fresh_gradients";
 constexpr const char* kClip = "clip_between_backward_and_step";
 constexpr const char* kOnce = "optimizer_built_once";
-// The first step of the second epoch is judged too (where an optimizer built inside the epoch loop
-// shows) when the first epoch has at most this many steps: the steps between are run, not judged.
-constexpr int64_t kMostStepsToSecondEpoch = 64;
 using step_hygiene::BatchScale;
 using step_hygiene::judge_batch_scale;
 using step_hygiene::kBatchGradient;
@@ -514,16 +511,15 @@ CheckResult check_step_hygiene(const CheckContext& ctx) {
   int64_t judged = 0;
   bool clean = true;
   for (int64_t t = 0; t < steps && clean; ++t, ++judged) clean = j.judge(t);
-  std::string across;  // why the step after the first epoch was not judged
+  // The first step of the second epoch is judged too (where an optimizer built inside the epoch
+  // loop shows); the steps between are run, not judged.
+  const std::string across = second_epoch_out_of_reach(boundary);  // why it is not judged
   bool boundary_judged = boundary < steps && judged > boundary;
-  if (clean && boundary >= steps && boundary <= kMostStepsToSecondEpoch) {
+  if (clean && boundary >= steps && across.empty()) {
     for (int64_t t = steps; t < boundary; ++t) j.losses.push_back(run->train_step().loss);  // run, not judged
     clean = j.judge(boundary);
     ++judged;
     boundary_judged = true;
-  } else if (boundary > kMostStepsToSecondEpoch) {
-    across = "the first epoch is " + std::to_string(boundary) + " steps (at most " +
-             std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)";
   }
   nlohmann::json metrics = {{"steps", judged}, {"clip_norm", j.max_norm}, {"fresh_grad_norms", j.tally.norms},
                             {"bound", j.tally.bound}, {"per_step", j.tally.per_step},

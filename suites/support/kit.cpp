@@ -88,4 +88,10 @@ CheckResult Findings::result(const std::string& head) const {
   return failed ? CheckResult::fail(ev, metrics) : CheckResult::pass(ev, metrics);
 }
 
+std::string second_epoch_out_of_reach(int64_t steps_per_epoch) {
+  if (steps_per_epoch <= kMostStepsToSecondEpoch) return "";
+  return "the first epoch is " + std::to_string(steps_per_epoch) + " steps (at most " +
+         std::to_string(kMostStepsToSecondEpoch) + " are run to reach the second)";
+}
+
 }  // namespace tc

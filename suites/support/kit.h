@@ -53,6 +53,13 @@ ProbedRun<P> fresh_run_with(const CheckContext& ctx, const std::string& interfac
 // Every promise a check judged. result() fails when any broke, with every broken promise in the
 // evidence (not only the first) and then what held or was recorded; metrics.promises lists each one:
 // {"id", "status": "held" | "broken" | "recorded", "evidence"}.
+// Checks that judge the second epoch (step_hygiene's first step of it, data_saturation's order) run
+// the first without judging it, up to this many steps.
+inline constexpr int64_t kMostStepsToSecondEpoch = 64;
+// "" where an epoch of `steps_per_epoch` steps is within that; else why the second epoch is not
+// judged ("the first epoch is N steps (at most 64 are run to reach the second)").
+std::string second_epoch_out_of_reach(int64_t steps_per_epoch);
+
 class Findings {
  public:
   void held(const std::string& promise, const std::string& evidence);
