@@ -103,6 +103,25 @@ def _tc_setup(package_dir, site_packages, python):
     sys.path[:] = front + [p for p in before if p not in front]
     if os.path.isfile(python):
         multiprocessing.set_executable(python)
+    if sys.version_info < (3, 12, 8) or (3, 13) <= sys.version_info < (3, 13, 1):
+        _tc_forkserver_takes_sys_path()
+def _tc_forkserver_takes_sys_path():
+    # CPython before 3.12.8 and 3.13.1 (gh-117378) starts a fork server that imports its preload
+    # modules (a recipe's set_forkserver_preload(["torch"])) on the bare interpreter's sys.path, not
+    # on this process's: under the isolated worker interpreter above, torch is not on it, the import
+    # fails silently, and every worker the server forks imports torch anew (measured: about 1 s of CPU
+    # each, most of a Python cell's time). The fix CPython made, done from outside: the server's
+    # command sets this process's sys.path before it runs.
+    import multiprocessing.util as util
+    spawnv = util.spawnv_passfds
+    server = "from multiprocessing.forkserver import main"
+    def spawnv_passfds(path, args, passfds):
+        args = list(args)
+        for i in range(1, len(args)):
+            if args[i - 1] == "-c" and isinstance(args[i], str) and args[i].startswith(server):
+                args[i] = "import sys; sys.path[:] = %r; " % (list(sys.path),) + args[i]
+        return spawnv(path, args, passfds)
+    util.spawnv_passfds = spawnv_passfds
 )PY";
 
 InterpreterInfo g_info;

@@ -725,10 +725,15 @@ class PythonReference(torchconform.Run):
 def worker_context():
     """The loader workers' start method: a fork server that has imported torch once. The process
     that runs the recipe may be multi-threaded (torchconform is a C++ program), where ``fork`` is
-    unsafe, and ``spawn`` imports torch anew for every worker of every run (seconds each)."""
+    unsafe, and ``spawn`` imports torch anew for every worker of every run (seconds each). The server
+    imports this module's heavy imports too: a worker unpickles the dataset, whose class is defined
+    here, so it imports this module, and torch.distributed.checkpoint and FSDP took about half a
+    second of each worker's start (measured). Not this module by name: the server's sys.path may
+    find another ``reference`` first (a folder of that name where it runs)."""
     import multiprocessing
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch"])
+    ctx.set_forkserver_preload(["torch", "torch.distributed.checkpoint.state_dict", "torch.distributed.fsdp",
+                                "torch.nn.parallel", "torch.utils.checkpoint"])
     return ctx
 
 

@@ -236,5 +236,32 @@ TEST(PythonBridge, TheGilIsHeldOnlyInsideACall) {
   EXPECT_EQ(PyGILState_Check(), 0);
 }
 
+// A recipe's DataLoader workers started by a fork server that preloads torch (the Python reference's
+// worker_context()) start with torch imported: the server imports it on this process's sys.path, the
+// venv's site-packages included. CPython 3.11's server imported its preload on the bare interpreter's
+// path, failed silently, and every worker imported torch anew (about 1 s each, measured).
+TEST(PythonBridge, AForkServersWorkersStartWithItsPreloadImported) {
+  Registry reg;
+  make(reg, kTiny + ":TinyRun");  // starts the interpreter
+  py::gil_scoped_acquire gil;
+  py::dict scope;
+  scope["tests_dir"] = std::string(tc::test_paths::source_dir()) + "/python/tests";
+  py::exec(R"PY(
+import multiprocessing, sys
+if tests_dir not in sys.path:
+    sys.path.insert(0, tests_dir)
+import forkserver_probe
+ctx = multiprocessing.get_context("forkserver")
+ctx.set_forkserver_preload(["torch"])
+queue = ctx.Queue()
+worker = ctx.Process(target=forkserver_probe.preloaded, args=(["torch"], queue))
+worker.start()
+seen = queue.get(timeout=120)
+worker.join()
+)PY",
+           scope);
+  EXPECT_TRUE(scope["seen"]["torch"].cast<bool>()) << "a fork server's worker started without torch imported";
+}
+
 }  // namespace
 }  // namespace tc::python
