@@ -196,6 +196,12 @@ tc_cli_test(no_cell_for_the_recipes_language 2 "nothing to run: no check given j
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")
+# Told before any Python recipe loads (an interpreter and torch, seconds; each Python CUDA cell's skip
+# took 2.4 s): a recipe that would fail at import is never imported.
+tc_cli_test(cuda_missing_before_python_loads 2 "no CUDA device" run --device cuda
+            --python ${PROJECT_SOURCE_DIR}/python/tests/broken_at_import.py --json ${TC_TEST_OUT}/never.json)
+set_tests_properties(cli.cuda_missing_before_python_loads PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1"
+                     FAIL_REGULAR_EXPRESSION "broken at import")
 tc_cli_test(run_bad_thread_count 2 "TORCHCONFORM_THREADS='many' is not a thread count" run --device cpu
             --check eval_mode --recipe reference --json ${TC_TEST_OUT}/never.json --html ${TC_TEST_OUT}/never.html)
 set_tests_properties(cli.run_bad_thread_count PROPERTIES ENVIRONMENT "TORCHCONFORM_THREADS=many")

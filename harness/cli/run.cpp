@@ -155,6 +155,9 @@ void apply_parse_limits(const RunArgs& a) {
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
+  // The device before the Python recipes load (an interpreter and torch, seconds): `--device cuda`
+  // on a machine without one is told at once (plan_run resolves the devices again, for the plan).
+  (void)resolve_devices(a.device);
   load_python_recipes(a.python);
   RunArgs args = a;  // generated recipes named by --recipe (gen-17, gen-1..20-*) made and spelt out
   args.recipes = Registry::global().materialize(split_list(a.recipes));
