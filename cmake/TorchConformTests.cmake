@@ -176,6 +176,7 @@ endfunction()
 tc_cli_test(help 0 "Exit codes" --help)
 tc_cli_test(run_help 0 "--device" run --help)
 tc_cli_test(run_help_sweep 0 "--sweep" run --help)
+tc_cli_test(run_sweep_and_no_sweep 2 "--sweep excludes --no-sweep" run --sweep --no-sweep)
 # The suite's reference is a control (->Control()), exported as data; a user's recipe would be a subject.
 tc_cli_test(list_reference_is_a_control 0 "\"name\": \"reference\",[^}]*\"role\": \"reference\"" list --json)
 tc_cli_test(unknown_flag 2 "--bogus" run --bogus)

@@ -23,6 +23,7 @@ CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) 
   }
   if (ctx.quick) launch.argv.push_back("--quick");
   if (ctx.sweep) launch.argv.push_back("--sweep");
+  if (ctx.no_sweep) launch.argv.push_back("--no-sweep");
   launch.log_path = log;
   launch.timeout = spec.timeout;
   // torchrun stops its workers on SIGTERM (it needs the default grace); the binary alone, a few s.

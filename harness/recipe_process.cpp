@@ -74,6 +74,7 @@ std::vector<std::string> child_argv(const std::vector<PlannedCell>& cells, const
   if (!spec.empty()) argv.insert(argv.end(), {"--python", spec});
   if (plan.quick) argv.push_back("--quick");
   if (plan.sweep) argv.push_back("--sweep");
+  if (plan.no_sweep) argv.push_back("--no-sweep");
   return argv;
 }
 

@@ -24,6 +24,7 @@ struct RunPlan {
   int64_t seed = 0;
   bool quick = false;
   bool sweep = false;  // `run --sweep` (CheckContext::sweep)
+  bool no_sweep = false;  // `run --no-sweep` (CheckContext::no_sweep)
   bool cuda_present = false;  // the machine has a usable CUDA device (whatever --device says)
   // Multi-process checks (->MultiProcess(n), harness/multi_process.h): outside torchrun the runner
   // launches torchrun on `executable` for each of their cells; as one of torchrun's workers

@@ -175,6 +175,7 @@ CheckContext context_for(const Cell& cell, const PlannedCell& planned, const Run
   ctx.seed = plan.seed;
   ctx.quick = plan.quick;
   ctx.sweep = plan.sweep;
+  ctx.no_sweep = plan.no_sweep;
   ctx.role = cell.role;
   ctx.cuda_present = plan.cuda_present;
   ctx.make_run = planned.recipe->make;

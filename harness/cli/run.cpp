@@ -39,6 +39,7 @@ struct RunArgs {
   int64_t seed = 1234;
   bool quick = false;
   bool sweep = false;
+  bool no_sweep = false;
   bool no_distributed = false;
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
@@ -83,6 +84,7 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.seed = a.seed;
   plan.quick = a.quick;
   plan.sweep = a.sweep;
+  plan.no_sweep = a.no_sweep;
   plan.cuda_present = cuda_available();
   plan.executable = self_executable();
   plan.worker = under_torchrun();
@@ -168,6 +170,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   Report report = report_header(argc, argv, a.seed, devices);
   report.run["quick"] = a.quick;
   report.run["sweep"] = a.sweep;
+  report.run["no_sweep"] = a.no_sweep;
 
   if (plan.worker && torchrun_rank() != 0) {  // rank 0 reports; the others only say what broke
     report.cells = run_cells(reg, plan);
@@ -209,9 +212,13 @@ Command add_run(CLI::App& app, int argc, char** argv) {
                   "Its name: NAME, else the class's `name`, else the class name in snake_case (docs/python.md)");
   run->add_option("--seed", a->seed, "Seed of the reference runs")->capture_default_str();
   run->add_flag("--quick", a->quick, "Shorter runs: fewer steps and trials, and no measured sweep unless --sweep asks");
-  run->add_flag("--sweep", a->sweep,
+  CLI::Option* sweep = run->add_flag("--sweep", a->sweep,
                 "Also run the costly measured sweeps (data_saturation's workers x prefetch, about 15 s a recipe) "
                 "for recipes other than the suite's reference, which gets them unless --quick");
+  run->add_flag("--no-sweep", a->no_sweep,
+                "Leave those sweeps out for every recipe, the suite's reference included: they are measured, never "
+                "judged, and the verdicts are the same without them")
+      ->excludes(sweep);
   run->add_flag("--no-distributed", a->no_distributed,
                 "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
                 "one rank per GPU with NCCL)");

@@ -75,6 +75,7 @@ struct CheckContext {
   bool recipe_is_variant = false;  // the recipe is a broken variant (it declares checks that catch it)
   Role role = Role::kReference;  // whose recipe: the suite's reference, a variant, a subject (record.h)
   bool sweep = false;  // `run --sweep`: costly sweeps a check runs for the reference only, for every recipe
+  bool no_sweep = false;  // `run --no-sweep`: those sweeps for no recipe, the reference included
   Expected expected = Expected::kAny;  // what this cell is expected to give (pass, fail, any)
   RunFactory make_run;  // a fresh, not yet set-up run of the recipe under test
   // A multi-process check's worker: a directory every rank of this cell shares (same path).

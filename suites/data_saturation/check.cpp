@@ -481,8 +481,9 @@ CheckResult check_data_saturation(const CheckContext& ctx) {
   data_wait(ctx, *r.probe, s, f);
   // The sweep costs about 15 s a recipe (a Python recipe's, about 65 s): the reference's figures
   // guide a user's choice of workers; a user's own recipe gets it when asked (`run --sweep`). It is
-  // measured, not judged, so a `--quick` run leaves it out unless `--sweep` asks for it.
-  if (ctx.expected == Expected::kPass && ((ctx.role == Role::kReference && !ctx.quick) || ctx.sweep)) {
+  // measured, not judged, so a `--quick` run leaves it out unless `--sweep` asks for it, and
+  // `--no-sweep` leaves it out for the reference too (the ctest cells: example.user_recipe runs it).
+  if (ctx.expected == Expected::kPass && ((ctx.role == Role::kReference && !ctx.quick && !ctx.no_sweep) || ctx.sweep)) {
     saturation_sweep(ctx, *r.probe, s, f.metrics());
   }
   if (ctx.device == "cuda") {
