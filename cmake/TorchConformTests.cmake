@@ -542,10 +542,11 @@ if(TC_PYTHON_EMBED_BUILT)
                    ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_generated.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.generated_full PROPERTIES LABELS "python;generated;slow" TIMEOUT 1800)
   # The Python reference's distributed and fsdp cells across two torchrun agents (--nnodes 2, c10d
-  # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held.
+  # rendezvous on 127.0.0.1), as on two machines (docs/distributed.md); every promise held. One of
+  # -j 2's slots: its two agents and their ranks kept 1.35 cores busy on average (measured, quiet).
   add_test(NAME python.two_nodes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_two_nodes.py $<TARGET_FILE:torchconform>)
-  set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600 PROCESSORS 2)
+  set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600)
   # The distributed check on a DDP recipe written apart from the reference (fsdp_mlp_run.py trained
   # replicated: torch's DistributedSampler, DDP, get_state_dict): ok, every promise held or, where
   # the recipe gives no batch indices or last batch, recorded as not judged, never broken.
