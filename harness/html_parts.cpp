@@ -33,8 +33,6 @@ std::string escape(const std::string& s) { return escaped(s, true); }
 
 std::string escape_text(const std::string& s) { return escaped(s, false); }
 
-std::string num(double v) { return fmt::num(v); }
-
 std::string page_begin(const std::string& title, const std::string& extra_css) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>" + escape(title) +
          "</title>\n<style>\n"

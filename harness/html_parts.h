@@ -6,13 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "harness/util/text_format.h"
+
 namespace tc::html {
 
 std::string escape(const std::string& s);
 // For text between tags (<pre>, <td>): only &, < and > (quotes need no escape there).
 std::string escape_text(const std::string& s);
-// Number with up to 4 significant digits ("0.01234", "1.235e+06").
-std::string num(double v);
+// Number with up to 4 significant digits ("0.01234", "1.235e+06"): the reporters' one formatting.
+using fmt::num;
 
 // extra_css: rules of one reporter, after the shared ones.
 std::string page_begin(const std::string& title, const std::string& extra_css = "");

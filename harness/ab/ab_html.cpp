@@ -17,12 +17,6 @@ namespace {
 using fmt::pct;
 using fmt::ratio;
 
-std::string env_text(const std::vector<std::pair<std::string, std::string>>& env) {
-  std::string s;
-  for (const auto& [k, v] : env) s += (s.empty() ? "" : " ") + k + "=" + v;
-  return s;
-}
-
 // The ratios by round against the threshold band, the median and its interval.
 std::string ratio_chart(const AbBench& b, double level) {
   html::ChartOptions o;
@@ -99,9 +93,9 @@ std::string render_ab_html(const AbRunInfo& run, const AbResult& r) {
   const bool fail = exit_code_for(r) != 0;
   h << html::page_begin("torchconform ab", ".inconclusive{background:#fef7e0}.base_only,.new_only{background:#f1f3f4}\n");
   h << "<h1>torchconform ab</h1>\n<p>base <code>" << escape(run.base_arg) << "</code>";
-  if (!run.base_env.empty()) h << " with <code>" << escape(env_text(run.base_env)) << "</code>";
+  if (!run.base_env.empty()) h << " with <code>" << escape(ab_env_text(run.base_env)) << "</code>";
   h << " &rarr; new <code>" << escape(run.next_arg) << "</code>";
-  if (!run.next_env.empty()) h << " with <code>" << escape(env_text(run.next_env)) << "</code>";
+  if (!run.next_env.empty()) h << " with <code>" << escape(ab_env_text(run.next_env)) << "</code>";
   h << "</p>\n<p id=\"gate\" class=\"verdict " << (fail ? "FAIL" : "PASS") << "\">" << escape(ab_gate_line(r))
     << "</p>\n";
   h << "<p class=\"muted\">" << r.rounds << " round(s) of " << run.planned_rounds

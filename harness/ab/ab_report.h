@@ -5,6 +5,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,8 @@ std::string render_ab_text(const AbRunInfo& run, const AbResult& r);
 std::string ab_round_description(const AbRunInfo& run);
 // The one-line gate verdict, e.g. "ab gate: FAIL (1 regressed, 0 inconclusive, 2 unchanged, 0 improved)".
 std::string ab_gate_line(const AbResult& r);
+// A build's environment as the text and HTML reports show it: "K=V K2=V2".
+std::string ab_env_text(const std::vector<std::pair<std::string, std::string>>& env);
 nlohmann::json ab_to_json(const AbRunInfo& run, const AbResult& r);
 std::string render_ab_html(const AbRunInfo& run, const AbResult& r);
 

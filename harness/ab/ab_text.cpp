@@ -16,13 +16,13 @@ using fmt::ratio;
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
-std::string env_text(const std::vector<std::pair<std::string, std::string>>& env) {
+}  // namespace
+
+std::string ab_env_text(const std::vector<std::pair<std::string, std::string>>& env) {
   std::string s;
   for (const auto& [k, v] : env) s += (s.empty() ? "" : " ") + k + "=" + v;
   return s;
 }
-
-}  // namespace
 
 std::string ab_round_description(const AbRunInfo& run) {
   std::string flags;
@@ -57,9 +57,9 @@ std::string ab_gate_line(const AbResult& r) {
 std::string render_ab_text(const AbRunInfo& run, const AbResult& r) {
   std::ostringstream s;
   s << "torchconform ab\n  base: " << run.base_arg << " (" << run.base_binary << ")";
-  if (!run.base_env.empty()) s << " with " << env_text(run.base_env);
+  if (!run.base_env.empty()) s << " with " << ab_env_text(run.base_env);
   s << "\n  new:  " << run.next_arg << " (" << run.next_binary << ")";
-  if (!run.next_env.empty()) s << " with " << env_text(run.next_env);
+  if (!run.next_env.empty()) s << " with " << ab_env_text(run.next_env);
   s << "\n  rounds: " << r.rounds << " of " << run.planned_rounds << (run.stopped_by_budget ? " (time budget spent)" : "")
     << ", order seed " << run.seed << ", " << num(run.wall_s) << " s; pairing " << run.pairing << ": each round is "
     << ab_round_description(run);

@@ -42,7 +42,7 @@ Cell make_cell(const std::string& check, const std::string& recipe, const std::s
   return c;
 }
 
-BenchmarkRecord rec(const std::string& name, const std::string& unit, std::vector<double> s) {
+BenchmarkRecord bench_record(const std::string& name, const std::string& unit, std::vector<double> s) {
   return {name, "cpu", unit, s, stats::median(s), stats::coefficient_of_variation(s)};
 }
 
@@ -78,11 +78,11 @@ Report fixed_report() {
   r.cells.back().role = Role::kVariant;
   r.cells.push_back(make_cell("reproducibility", "reference", "cuda", Expected::kPass, Outcome::kNone,
                               Verdict::kSkipped, "no CUDA device", nlohmann::json::object()));
-  r.benchmarks.push_back(rec("reference/train_step", "ms", {12.0, 12.5, 11.8, 12.2, 12.1}));
+  r.benchmarks.push_back(bench_record("reference/train_step", "ms", {12.0, 12.5, 11.8, 12.2, 12.1}));
   // A user counter per repetition, as `bench` keeps them (the amp benchmarks' MFU and TFLOP/s).
   const std::vector<double> mfu{0.24, 0.25, 0.23, 0.26, 0.25};
   r.benchmarks.back().counters["MFU"] = {mfu, stats::median(mfu)};
-  r.benchmarks.push_back(rec("loader/throughput", "samples/s", {900, 950, 925, 940, 910}));
+  r.benchmarks.push_back(bench_record("loader/throughput", "samples/s", {900, 950, 925, 940, 910}));
   return r;
 }
 
@@ -111,9 +111,9 @@ Report slower_report() {
   r.cells[0].verdict = Verdict::kFalseAlarm;
   r.cells[0].outcome = Outcome::kFail;
   r.cells[2].verdict = Verdict::kOk;
-  r.benchmarks[0] = rec("reference/train_step", "ms", {17.0, 17.5, 16.8, 17.2, 17.1});
-  r.benchmarks[1] = rec("loader/throughput", "samples/s", {930, 960, 940, 955, 925});
-  r.benchmarks.push_back(rec("new/bench", "ns", {5}));
+  r.benchmarks[0] = bench_record("reference/train_step", "ms", {17.0, 17.5, 16.8, 17.2, 17.1});
+  r.benchmarks[1] = bench_record("loader/throughput", "samples/s", {930, 960, 940, 955, 925});
+  r.benchmarks.push_back(bench_record("new/bench", "ns", {5}));
   return r;
 }
 

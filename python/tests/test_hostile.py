@@ -56,18 +56,29 @@ def judged_run(start):
     return tmp, proc, cells
 
 
-_JUDGED_RUNS = {}
+def sanity_run():
+    tmp = tempfile.mkdtemp(prefix="tc-hostile-")
+    atexit.register(shutil.rmtree, tmp, True)
+    proc, cells = run(["hostile_nan_loss", "hostile_blow_up", "hostile_no_steps", "hostile_constant_loss", "reference"],
+                      ["sanity", "reproducibility", "eval_mode"], tmp)
+    return tmp, proc, cells
 
 
-def judged_runs():
-    """The runs of TheJudgeSurvivesTheJudged (fork) and its subclass (exec), both started at the first
-    call: each spends most of its time waiting out its hung recipe's 20 s deadline, which the two
-    then wait out together (the test took 29 s a run, one after the other)."""
-    if not _JUDGED_RUNS:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-            futures = {start: pool.submit(judged_run, start) for start in ("fork", "exec")}
-            _JUDGED_RUNS.update({start: f.result() for start, f in futures.items()})
-    return _JUDGED_RUNS
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=3)
+_RUNS = {}
+
+
+def start_runs():
+    """The three long runs of this file, started together at the first call (the whole file's run
+    calls it before its first test): the judged runs (fork and exec) spend most of their time waiting
+    out their hung recipe's 20 s deadline, which the two wait out together while the sanity run and
+    the shorter tests of ErrorsInTheUsersTerms and KillingTheRunLeavesNothing work (one after the
+    other, the file took 59 s: 40 s of it waiting)."""
+    if not _RUNS:
+        _RUNS["fork"] = _POOL.submit(judged_run, "fork")
+        _RUNS["exec"] = _POOL.submit(judged_run, "exec")
+        _RUNS["sanity"] = _POOL.submit(sanity_run)
+    return _RUNS
 
 
 class TheJudgeSurvivesTheJudged(unittest.TestCase):
@@ -75,7 +86,7 @@ class TheJudgeSurvivesTheJudged(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.tmp, cls.proc, cls.cells = judged_runs()[cls.START]
+        cls.tmp, cls.proc, cls.cells = start_runs()[cls.START].result()
 
     @classmethod
     def tearDownClass(cls):
@@ -135,9 +146,7 @@ class TheJudgeSurvivesTheJudgedStartedByExec(TheJudgeSurvivesTheJudged):
 class SanityBeforeJudgement(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.tmp = tempfile.mkdtemp(prefix="tc-hostile-")
-        cls.proc, cls.cells = run(["hostile_nan_loss", "hostile_blow_up", "hostile_no_steps", "hostile_constant_loss",
-                                   "reference"], ["sanity", "reproducibility", "eval_mode"], cls.tmp)
+        cls.tmp, cls.proc, cls.cells = start_runs()["sanity"].result()
 
     @classmethod
     def tearDownClass(cls):
@@ -252,4 +261,6 @@ def alive(pid):
 
 if __name__ == "__main__":
     BINARY = os.path.abspath(sys.argv.pop(1))
+    if len(sys.argv) == 1:  # the whole file (not a chosen test): its long runs start at once
+        start_runs()
     unittest.main(verbosity=2)

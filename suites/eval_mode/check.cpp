@@ -96,20 +96,20 @@ void eval_bitwise(const Evaluated& v, Findings& out) {
 
 // Evaluation leaves the model as it was: BatchNorm's running statistics (and the parameters).
 void state_untouched(const Evaluated& v, Findings& out) {
-  std::vector<std::string> problems;
+  std::string problems;  // "; " between them (appended, not pushed into a vector of temporaries:
+                         // GCC 12 warns -Wstringop-overflow, a false positive, on those moves)
+  auto note = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
   auto buf = first_tensor_difference(v.buffers0, v.buffers1);
   out.metrics()["buffers_untouched"] = !buf.has_value();
   if (buf) {
-    problems.push_back("evaluation changed buffer '" + buf->name + "' (max |diff| " +
-                       fmt::sig(buf->max_abs_diff, 3) + "): BatchNorm ran in training mode");
+    note("evaluation changed buffer '" + buf->name + "' (max |diff| " + fmt::sig(buf->max_abs_diff, 3) +
+         "): BatchNorm ran in training mode");
   }
   if (auto p = first_tensor_difference(v.params0, v.params1)) {
-    problems.push_back("evaluation changed parameter '" + p->name + "'");
+    note("evaluation changed parameter '" + p->name + "'");
   }
   if (!problems.empty()) {
-    std::string ev;
-    for (size_t i = 0; i < problems.size(); ++i) ev += (i ? "; " : "") + problems[i];
-    out.broken("bn_stats_untouched", ev);
+    out.broken("bn_stats_untouched", problems);
   } else {
     out.held("bn_stats_untouched", std::to_string(v.buffers0.size()) + " buffers and " +
                                        std::to_string(v.params0.size()) + " parameters untouched");
@@ -125,21 +125,19 @@ void no_autograd_graph(const Evaluated& v, Findings& out) {
   out.metrics()["autograd_graph_built"] = logits_graph || w.graph_ops > 0;
   out.metrics()["eval_operators"] = w.ops;
   out.metrics()["eval_operators_recording_grad"] = w.graph_ops;
-  std::vector<std::string> problems;
+  std::string problems;  // "; " between them, as in state_untouched
+  auto note = [&problems](const std::string& p) { problems += (problems.empty() ? "" : "; ") + p; };
   if (w.graph_ops > 0) {
-    problems.push_back("evaluation ran " + std::to_string(w.graph_ops) + " of its " + std::to_string(w.ops) +
-                       " operators with grad mode on and an input that requires grad (first: " + w.first_graph_op +
-                       "): every forward records an autograd graph; evaluate under torch::NoGradGuard or "
-                       "torch::InferenceMode");
+    note("evaluation ran " + std::to_string(w.graph_ops) + " of its " + std::to_string(w.ops) +
+         " operators with grad mode on and an input that requires grad (first: " + w.first_graph_op +
+         "): every forward records an autograd graph; evaluate under torch::NoGradGuard or torch::InferenceMode");
   }
   if (logits_graph) {
-    problems.push_back(std::string("logits have grad_fn ") + (logits.grad_fn() ? logits.grad_fn()->name() : "none") +
-                       " (requires_grad=" + (logits.requires_grad() ? "true" : "false") + ")");
+    note(std::string("logits have grad_fn ") + (logits.grad_fn() ? logits.grad_fn()->name() : "none") +
+         " (requires_grad=" + (logits.requires_grad() ? "true" : "false") + ")");
   }
   if (!problems.empty()) {
-    std::string ev = "evaluation built an autograd graph: ";
-    for (size_t i = 0; i < problems.size(); ++i) ev += (i ? "; " : "") + problems[i];
-    out.broken("no_autograd_graph", ev);
+    out.broken("no_autograd_graph", "evaluation built an autograd graph: " + problems);
   } else if (w.ops == 0) {
     // Nothing ran on the evaluating thread: the forward ran elsewhere, out of this watch's sight.
     out.recorded("no_autograd_graph", "no operator ran on the thread that called evaluate(): grad mode inside "

@@ -22,14 +22,14 @@ namespace {
 
 const std::string kTests = std::string(tc::test_paths::source_dir()) + "/python/tests/";
 
-std::unique_ptr<Run> make(Registry& reg, const std::string& spec) {
+std::unique_ptr<Run> make_run(Registry& reg, const std::string& spec) {
   const PythonRecipe r = load_python_recipe(kTests + spec, reg);
   return reg.find_recipe(r.name)->make();
 }
 
 TEST(PythonBridgeDataParallel, ARecipeWithoutDeclaredModesIsNotProvided) {
   Registry reg;
-  std::unique_ptr<tc::Run> run = make(reg, "tiny_run.py:TinyRun");
+  std::unique_ptr<tc::Run> run = make_run(reg, "tiny_run.py:TinyRun");
   auto* probe = dynamic_cast<DataParallelProbe*>(run.get());
   ASSERT_NE(probe, nullptr);
   try {
@@ -43,7 +43,7 @@ TEST(PythonBridgeDataParallel, ARecipeWithoutDeclaredModesIsNotProvided) {
 
 TEST(PythonBridgeDataParallel, ShardsInAWorldOfOneAndGathersCountsAndLeaves) {
   Registry reg;
-  std::unique_ptr<tc::Run> run = make(reg, "fsdp_mlp_run.py:FsdpMlpRun");
+  std::unique_ptr<tc::Run> run = make_run(reg, "fsdp_mlp_run.py:FsdpMlpRun");
   // torchrun's environment for one rank (the port: this test's own, unlikely to be taken), where
   // Python reads it: os.environ, filled when the interpreter started (an earlier test started it).
   const std::vector<std::pair<std::string, std::string>> env = {
