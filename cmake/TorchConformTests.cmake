@@ -484,7 +484,10 @@ add_test(NAME example.user_recipe
 # The user projects compile through ccache with paths under this clone made relative (as the build's
 # own launcher does), so a clone in another folder hits what this one compiled.
 set(TC_USER_PROJECT_CCACHE_ENV "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR};CCACHE_NOHASHDIR=true")
-set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}")
+# One after the other (RESOURCE_LOCK): their projects share sources, and the second one's compiles
+# are then ccache's hits of the first one's (cmake/script_step.cmake, user_project).
+set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}"
+                     RESOURCE_LOCK tc_user_projects)
 # The two previous releases' user projects (examples/compat/user_recipe-0.3 and -0.4, frozen)
 # against this build, from one install.
 add_test(NAME compat.user_recipes
@@ -493,7 +496,8 @@ add_test(NAME compat.user_recipes
                  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
-set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}")
+set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}"
+                     RESOURCE_LOCK tc_user_projects)
 # The wheel as a Python team gets it (pyproject.toml; python/tests/test_wheel.py): built by pip
 # (scikit-build-core) in build-wheel/ from the objects ccache holds, installed into a fresh venv of
 # the pinned torch and pytest, the example run and the pytest plugin used from there.

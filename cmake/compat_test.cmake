@@ -35,10 +35,9 @@ message(STATUS "a 0.2 request refused: ok")
 #    frozen as that release shipped it; its deprecated names compile with a message naming what
 #    happens to them; its recipes are listed and a check judges one.
 function(older_project version recipes judged expect_warnings)
-  set(dir ${SOURCE_DIR}/examples/compat/user_recipe-${version})
-  set(build ${WORK}/build-${version})
+  user_project(team-${version} ${SOURCE_DIR}/examples/compat/user_recipe-${version} dir build)
   step("configure the ${version} project" ${cfg} -S ${dir} -B ${build})
-  step("build the ${version} project" ${CMAKE_COMMAND} --build ${build} --clean-first)
+  step("build the ${version} project" ${CMAKE_COMMAND} --build ${build})
   set(build_log "${step_out}${step_err}")
   foreach(expect ${expect_warnings})
     if(NOT build_log MATCHES "${expect}")

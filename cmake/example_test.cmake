@@ -10,9 +10,9 @@ cmake_minimum_required(VERSION 3.25)
 include(${CMAKE_CURRENT_LIST_DIR}/script_step.cmake)
 
 set(prefix ${WORK}/prefix)
-set(ex_build ${WORK}/build)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
+user_project(team ${SOURCE_DIR}/examples/user_recipe ex_source ex_build)
 
 # 1. Install.
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
@@ -32,7 +32,7 @@ endforeach()
 
 # 2. Configure and build the example as its own project against the installed package.
 configure_against(cfg ${prefix})
-list(APPEND cfg -S ${SOURCE_DIR}/examples/user_recipe -B ${ex_build})
+list(APPEND cfg -S ${ex_source} -B ${ex_build})
 step("configure examples/user_recipe" ${cfg})
 step("build examples/user_recipe" ${CMAKE_COMMAND} --build ${ex_build})
 set(exe ${ex_build}/team_checks)

@@ -27,3 +27,17 @@ function(configure_against out prefix)
   endif()
   set(${out} ${cmd} PARENT_SCOPE)
 endfunction()
+
+# user_project(<name> <source-dir> <out-src> <out-build>): a copy of a user project at WORK/<name>/src,
+# to be built in WORK/<name>/build against the prefix WORK/prefix. Every user project of the test
+# scripts lies so (the example and the two compat releases): their identical sources (team_cnn.cpp,
+# team_recipe.cpp) then compile with the same relative paths (CCACHE_BASEDIR) and the same installed
+# headers, and ccache serves the second compile of each from the first (a fresh machine compiled
+# them three times, about 20 s each).
+function(user_project name source out_src out_build)
+  set(src ${WORK}/${name}/src)
+  file(REMOVE_RECURSE ${WORK}/${name})
+  file(COPY ${source}/ DESTINATION ${src})
+  set(${out_src} ${src} PARENT_SCOPE)
+  set(${out_build} ${WORK}/${name}/build PARENT_SCOPE)
+endfunction()
