@@ -134,6 +134,67 @@ void collect_tensors(const c10::IValue& v, std::vector<at::Tensor>& out, int dep
   }
 }
 
+// Every length the pickle declares fits in what is left of it, checked before LibTorch's Unpickler
+// reads it: the Unpickler sizes a string to its declared length before reading the bytes, so one
+// changed length byte made it allocate 4 GB (found by ci/fuzz: reference/fuzz/regressions/checkpoint/
+// pickle-string-4gb.ckpt). Walks the opcodes of pickle protocol 2 and the length-prefixed ones of
+// later protocols; stops at STOP, and at an opcode it does not know (the Unpickler refuses those).
+void check_pickle_lengths(const char* p, size_t n) {
+  size_t pos = 0;
+  auto take = [&](uint64_t k, const char* what) {
+    if (k > n - pos) {
+      throw std::runtime_error("its pickle (data.pkl) declares " + std::string(what) + " of " + std::to_string(k) +
+                               " bytes at byte " + std::to_string(pos) + " where " + std::to_string(n - pos) +
+                               " remain");
+    }
+    pos += static_cast<size_t>(k);
+  };
+  auto length = [&](size_t bytes) {  // a little-endian length of `bytes` bytes
+    take(bytes, "a length");
+    uint64_t v = 0;
+    for (size_t i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[pos - bytes + i])) << (8 * i);
+    return v;
+  };
+  auto line = [&]() {  // GLOBAL's module and name, each ended by a newline
+    const void* end = std::memchr(p + pos, '\n', n - pos);
+    if (end == nullptr) throw std::runtime_error("its pickle (data.pkl) has a GLOBAL without its newline");
+    pos = static_cast<size_t>(static_cast<const char*>(end) - p) + 1;
+  };
+  while (pos < n) {
+    switch (static_cast<uint8_t>(p[pos++])) {
+      case '.':  // STOP
+        return;
+      case 0x80: case 'q': case 'h': case 'K':  // PROTO, BINPUT, BINGET, BININT1
+        take(1, "an argument");
+        break;
+      case 'M':  // BININT2
+        take(2, "an argument");
+        break;
+      case 'r': case 'j': case 'J':  // LONG_BINPUT, LONG_BINGET, BININT
+        take(4, "an argument");
+        break;
+      case 'G': case 0x95:  // BINFLOAT, FRAME
+        take(8, "an argument");
+        break;
+      case 0x8a: take(length(1), "an integer"); break;   // LONG1
+      case 0x8b: take(length(4), "an integer"); break;   // LONG4
+      case 0x8c: case 'C': case 'U': take(length(1), "a string"); break;  // SHORT_BINUNICODE, SHORT_BINBYTES, SHORT_BINSTRING
+      case 'X': case 'B': case 'T': take(length(4), "a string"); break;   // BINUNICODE, BINBYTES, BINSTRING
+      case 0x8d: case 0x8e: take(length(8), "a string"); break;           // BINUNICODE8, BINBYTES8
+      case 'c':  // GLOBAL
+        line();
+        line();
+        break;
+      case ']': case ')': case '(': case 0x88: case 0x89: case 'N': case 't': case 0x85: case 0x86: case 0x87:
+      case '}': case 'e': case 'a': case 'l': case 'd': case 'u': case 's': case 0x81: case 'b': case 'R': case 'Q':
+      case 0x94:  // no argument: containers, marks, constants, NEWOBJ, BUILD, REDUCE, BINPERSID, MEMOIZE
+        break;
+      default:
+        return;
+    }
+  }
+}
+
 void check_storages_match_records(const std::string& body) {
   std::istringstream in(body);
   caffe2::serialize::PyTorchStreamReader reader(&in);
@@ -152,6 +213,7 @@ void check_storages_match_records(const std::string& body) {
   size_t pickle_size = 0;
   std::tie(pickle, pickle_size) = reader.getRecord("data.pkl");
   const char* pickle_bytes = static_cast<const char*>(pickle.get());
+  check_pickle_lengths(pickle_bytes, pickle_size);
   size_t pos = 0;
   auto read = [&](char* buf, size_t n) {
     n = std::min(n, pickle_size - pos);

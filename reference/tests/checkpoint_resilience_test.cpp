@@ -145,6 +145,19 @@ TEST(CorruptionCorpus, EveryCorruptCheckpointIsRejectedAndTheModelUntouched) {
   EXPECT_EQ(read_bytes(good_path), good) << "the good checkpoint changed";
 }
 
+// A string whose declared length runs past the pickle's end (one changed length byte: ci/fuzz's
+// out-of-memory input) is refused before LibTorch's Unpickler sizes a string to it, naming the length.
+TEST(CorruptionCorpus, ADeclaredStringLongerThanThePickleIsRefusedBeforeItIsAllocated) {
+  const std::string file = read_bytes(std::string(tc::test_paths::source_dir()) +
+                                      "/reference/fuzz/regressions/checkpoint/pickle-string-4gb.ckpt");
+  try {
+    (void)ref::open_checkpoint_bytes(file, "pickle-string-4gb.ckpt", torch::kCPU);
+    FAIL() << "the checkpoint was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("declares a string of 4294964737 bytes"), std::string::npos) << e.what();
+  }
+}
+
 // --- hostile checkpoints --------------------------------------------------------------------------
 
 TEST(HostileCheckpoint, PicklesThatRunCodeAndShortStoragesAreRejectedWithNoSideEffect) {
