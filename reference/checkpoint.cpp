@@ -314,15 +314,23 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Dev
   if (!in) throw std::runtime_error("cannot read checkpoint '" + path + "': " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), {});
   if (in.bad()) throw std::runtime_error("cannot read checkpoint '" + path + "': read error");
+  // 1. Our own checks of the line, the size and the hash, here: they allocate nothing a file
+  //    declares. A corrupt file is refused without a child (a fork of a process that holds LibTorch
+  //    costs milliseconds of page-table copying).
+  const std::string body = verified_body(bytes, path);
   // A file on disk may come from anywhere: LibTorch's reader meets it first in a child process under
   // the parse limits (reference/bounded_parse.h), on the CPU (CUDA does not survive fork).
   parse_in_child("checkpoint '" + path + "'", parse_limits(),
-                 [&] { (void)open_checkpoint_bytes(bytes, path, c10::Device(c10::kCPU)); });
-  return open_checkpoint_bytes(bytes, path, device);
+                 [&] { (void)open_archive_body(body, path, c10::Device(c10::kCPU)); });
+  return open_archive_body(body, path, device);
 }
 
 torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, const std::string& path,
                                                      c10::Device device) {
+  return open_archive_body(verified_body(bytes, path), path, device);
+}
+
+std::string verified_body(const std::string& bytes, const std::string& path) {
   // 1. The line, the size and the hash, in our code, before LibTorch parses a byte.
   const std::string head = std::string(kCheckpointFormat) + " sha256=";
   if (bytes.compare(0, 4, "PK\x03\x04") == 0) {
@@ -363,11 +371,11 @@ torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, c
                              std::to_string(actual) + " bytes after its first line, which declares " +
                              std::to_string(declared));
   }
-  const std::string body = bytes.substr(body_at);
+  std::string body = bytes.substr(body_at);
   if (sha256_hex(body) != bytes.substr(hash_at, 64)) {
     throw std::runtime_error("checkpoint '" + path + "' is corrupt: its content does not match its SHA-256");
   }
-  return open_archive_body(body, path, device);
+  return body;
 }
 
 torch::serialize::InputArchive open_archive_body(const std::string& body, const std::string& path,

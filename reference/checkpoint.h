@@ -48,6 +48,9 @@ torch::serialize::InputArchive open_checkpoint(const std::string& path, c10::Dev
 // The same for a file's bytes already in memory; `name` names it in errors.
 torch::serialize::InputArchive open_checkpoint_bytes(const std::string& bytes, const std::string& name,
                                                      c10::Device device);
+// A checkpoint file's archive body, after its first line's format, size and SHA-256 are checked (our
+// own code; nothing of LibTorch's reads it). Throws std::runtime_error naming `name`.
+std::string verified_body(const std::string& bytes, const std::string& name);
 
 // A LibTorch archive's bytes (a checkpoint's body, or a whole archive a recipe wrote itself with
 // OutputArchive::save_to) after the same checks: storages against their data, tensors within their

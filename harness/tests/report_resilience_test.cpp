@@ -66,48 +66,48 @@ TEST(CorruptionCorpus, EveryCorruptReportIsRejectedAndNothingWrittenIsLost) {
 
   const std::vector<Region> regions = report_regions(good);
   const std::string bad = dir.file("bad.json");
-  Tally tally;
-  for (const Corruption& c : plan_corruptions(regions, kCorruptions, 20261130)) {
-    const std::string bytes = apply(good, c);
+  const std::vector<Corruption> plan = plan_corruptions(regions, kCorruptions, 20261130);
+  // Many attempts in one child: it goes on only after one that changed nothing (R, S).
+  const std::vector<ChildResult> results = in_children(plan.size(), [&](size_t i) -> std::string {
+    const std::string bytes = apply(good, plan[i]);
     write_bytes(bad, bytes);
-    const ChildResult r = in_child([&]() -> std::string {
-      std::string msg;
-      int loaded = 0;
-      nlohmann::json got;
-      try {
-        got = report_to_json(read_report_file(bad));  // what `report` and `bench --json` read
-        ++loaded;
-      } catch (const ReportFormatError& e) {
-        msg = e.what();
-      }
-      try {
-        Report again = read_comparable_file(bad);  // what `compare` and `trend` read
-        ++loaded;
-        if (got.is_null()) got = report_to_json(again);
-      } catch (const ReportFormatError& e) {
-        if (msg.empty()) msg = e.what();
-      }
-      if (loaded == 2) return got == original ? "Sloaded the content written" : "Dloaded other content";
-      if (loaded == 1) return "Dthe two readers disagree: " + msg;
-      // The commands that read it: exit 2, and nothing they could have written is touched.
-      const int rc_report = cli({"torchconform", "report", bad, "--html", prev_html});
-      const int rc_bench = cli({"torchconform", "bench", "--json", bad, "--benchmark_filter=^none$"});
-      const int rc_compare = cli({"torchconform", "compare", bad, good_path, "--html", prev_compare});
-      const int rc_trend = cli({"torchconform", "trend", good_path, bad, "--html", prev_compare});
-      if (rc_report != 2 || rc_bench != 2 || rc_compare != 2 || rc_trend != 2) {
-        return "Texit codes report " + std::to_string(rc_report) + ", bench " + std::to_string(rc_bench) +
-               ", compare " + std::to_string(rc_compare) + ", trend " + std::to_string(rc_trend) + ": " + msg;
-      }
-      if (read_bytes(bad) != bytes || read_bytes(good_path) != good ||
-          read_bytes(prev_html) != "<p>the previous report page</p>\n" ||
-          read_bytes(prev_compare) != "<p>the previous comparison page</p>\n") {
-        return "Ta file already written changed: " + msg;
-      }
-      if (msg.find(bad) == std::string::npos) return "M" + msg;
-      return "R" + msg;
-    });
-    tally.add(c, r);
-  }
+    std::string msg;
+    int loaded = 0;
+    nlohmann::json got;
+    try {
+      got = report_to_json(read_report_file(bad));  // what `report` and `bench --json` read
+      ++loaded;
+    } catch (const ReportFormatError& e) {
+      msg = e.what();
+    }
+    try {
+      Report again = read_comparable_file(bad);  // what `compare` and `trend` read
+      ++loaded;
+      if (got.is_null()) got = report_to_json(again);
+    } catch (const ReportFormatError& e) {
+      if (msg.empty()) msg = e.what();
+    }
+    if (loaded == 2) return got == original ? "Sloaded the content written" : "Dloaded other content";
+    if (loaded == 1) return "Dthe two readers disagree: " + msg;
+    // The commands that read it: exit 2, and nothing they could have written is touched.
+    const int rc_report = cli({"torchconform", "report", bad, "--html", prev_html});
+    const int rc_bench = cli({"torchconform", "bench", "--json", bad, "--benchmark_filter=^none$"});
+    const int rc_compare = cli({"torchconform", "compare", bad, good_path, "--html", prev_compare});
+    const int rc_trend = cli({"torchconform", "trend", good_path, bad, "--html", prev_compare});
+    if (rc_report != 2 || rc_bench != 2 || rc_compare != 2 || rc_trend != 2) {
+      return "Texit codes report " + std::to_string(rc_report) + ", bench " + std::to_string(rc_bench) +
+             ", compare " + std::to_string(rc_compare) + ", trend " + std::to_string(rc_trend) + ": " + msg;
+    }
+    if (read_bytes(bad) != bytes || read_bytes(good_path) != good ||
+        read_bytes(prev_html) != "<p>the previous report page</p>\n" ||
+        read_bytes(prev_compare) != "<p>the previous comparison page</p>\n") {
+      return "Ta file already written changed: " + msg;
+    }
+    if (msg.find(bad) == std::string::npos) return "M" + msg;
+    return "R" + msg;
+  }, "RS");
+  Tally tally;
+  for (size_t i = 0; i < plan.size(); ++i) tally.add(plan[i], results[i]);
   std::cout << "[corpus] report: " << good.size() << " bytes; regions:";
   for (const Region& r : regions) std::cout << " " << r.name << " [" << r.begin << ", " << r.end << ")";
   std::cout << "\n";
