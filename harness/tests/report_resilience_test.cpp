@@ -8,6 +8,7 @@
 // - The report fuzzer's committed regressions, replayed through its body.
 // The checkpoint side, and writes that cannot complete, are in
 // reference/tests/checkpoint_resilience_test.cpp; the helpers both use in resilience_support.h.
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,33 @@ TEST(CorruptionCorpus, EveryCorruptReportIsRejectedAndNothingWrittenIsLost) {
   EXPECT_EQ(list_dir(dir.file("")), (std::vector<std::string>{"bad.json", "good.json", "previous-compare.html",
                                                                 "previous.html"}))
       << "a temporary file was left behind";
+}
+
+// in_children (harness/tests/resilience_support.h), which both corpora use: a crash is counted
+// against the attempt it happened in, a child goes on only after a verdict in `go_on`, and every
+// attempt after a crash still runs, in a fresh child.
+TEST(InChildren, ACrashIsCountedAgainstItsAttemptAndEveryOtherAttemptRuns) {
+  const pid_t parent = getpid();
+  const std::vector<ChildResult> r = in_children(10, [&](size_t i) -> std::string {
+    if (getpid() == parent) return "Xran in the parent";
+    if (i == 3) std::abort();
+    if (i == 6) return "Tchanged something";
+    return "R" + std::to_string(getppid() == parent ? i : 1000);
+  }, "R", 4);
+  ASSERT_EQ(r.size(), 10u);
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (i == 3) {
+      EXPECT_TRUE(r[i].crashed);
+      EXPECT_NE(r[i].how.find("signal 6"), std::string::npos) << r[i].how;
+      EXPECT_NE(r[i].how.find("the child's attempt 4"), std::string::npos) << r[i].how;
+    } else {
+      EXPECT_FALSE(r[i].crashed) << i << ": " << r[i].how;
+      EXPECT_EQ(r[i].verdict, i == 6 ? 'T' : 'R') << i;
+      if (i != 6) {
+        EXPECT_EQ(r[i].message, std::to_string(i));
+      }
+    }
+  }
 }
 
 // A document nested far deeper than any report: rejected by the depth limit, not a stack overflow
