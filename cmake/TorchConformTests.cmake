@@ -537,7 +537,7 @@ if(TC_PYTHON_EMBED_BUILT)
   set_tests_properties(python.accumulation PROPERTIES LABELS "unit;python" TIMEOUT 900)
   # Generated Python recipes (python/reference/generated.py, issue 44): a seed names the C++ draw's
   # choices, pygen_N and pygen_N__OPERATOR load, one draw passes and a mutant per check is caught
-  # (83 s measured); python.generated_full: two draws under five checks and every operator once (slow).
+  # (25 s alone, its runs two at a time); python.generated_full: two draws under five checks and every operator once (slow).
   add_test(NAME python.generated
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_generated.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.generated PROPERTIES LABELS "unit;python;generated" TIMEOUT 600)
