@@ -52,55 +52,6 @@ struct ChildResult {
   std::string message;
 };
 
-// Runs fn in a forked child (60 s alarm): a crash or hang in it is reported, not fatal here.
-inline ChildResult in_child(const std::function<std::string()>& fn) {
-  int fds[2];
-  if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
-  std::cout.flush();
-  std::cerr.flush();
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    close(fds[0]);
-    alarm(60);
-    at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
-    std::string out;
-    try {
-      out = fn();
-    } catch (const std::exception& e) {
-      out = std::string("X") + e.what();
-    } catch (...) {
-      out = "Xan exception that is not a std::exception";
-    }
-    size_t done = 0;
-    while (done < out.size()) {
-      const ssize_t n = write(fds[1], out.data() + done, out.size() - done);
-      if (n <= 0) break;
-      done += static_cast<size_t>(n);
-    }
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ChildResult r;
-  if (WIFSIGNALED(status)) {
-    r.crashed = true;
-    r.how = "signal " + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
-  } else if (WEXITSTATUS(status) != 0 || out.empty()) {
-    r.crashed = true;
-    r.how = "exit " + std::to_string(WEXITSTATUS(status)) + " without a verdict";
-  } else {
-    r.verdict = out[0];
-    r.message = out.substr(1);
-  }
-  return r;
-}
-
 // Runs attempts 0..n-1 of fn in forked children, many in one child: a child goes on to its next
 // attempt only after one whose verdict letter is in `go_on` (the attempt itself checked that it left
 // everything as it was: the model, the files), at most `per_child` of them; a fresh child takes the
@@ -188,6 +139,11 @@ inline std::vector<ChildResult> in_children(size_t n, const std::function<std::s
     }
   }
   return results;
+}
+
+// Runs fn in a forked child (60 s alarm): a crash or hang in it is reported, not fatal here.
+inline ChildResult in_child(const std::function<std::string()>& fn) {
+  return in_children(1, [&](size_t) { return fn(); }, "")[0];
 }
 
 // Runs the command line in this process with stderr captured (for use inside a child).
