@@ -56,10 +56,11 @@ struct ChildResult {
 // attempt only after one whose verdict letter is in `go_on` (the attempt itself checked that it left
 // everything as it was: the model, the files), at most `per_child` of them; a fresh child takes the
 // next attempt otherwise. A crash or hang (60 s an attempt) is counted against the attempt it
-// happened in, its `how` naming the attempts that child ran before it. One fork per attempt cost
-// 19 ms of system time here (copying the page tables of a process that holds LibTorch: 2,000
-// attempts, 38 s of a 40 s test); what an attempt sees is the same either way, since every attempt
-// the child went on from changed nothing.
+// happened in, its `how` naming the attempts that child ran before it. A fork costs about 8-10 ms of
+// system time here (copying the page tables of a process that holds LibTorch: the checkpoint
+// corpus's 2,000 attempts, each with its own fork and then the loader's, took 38 s of system time of
+// a 40 s test); what an attempt sees is the same either way, since every attempt the child went on
+// from changed nothing.
 inline std::vector<ChildResult> in_children(size_t n, const std::function<std::string(size_t)>& fn,
                                             const std::string& go_on, size_t per_child = 100) {
   std::vector<ChildResult> results;
