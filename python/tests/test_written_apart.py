@@ -49,7 +49,7 @@ class WrittenApart(unittest.TestCase):
         with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
             runs = [pool.submit(run, recipe, spec) for recipe, spec in RECIPES.items()]
             timing = pool.submit(listing)
-            cls.procs = [r.result()[1] for r in runs]
+            cls.procs = {recipe: r.result()[1] for recipe, r in zip(RECIPES, runs)}
             reports = [r.result()[0] for r in runs]
             cls.timing = timing.result()
         cls.cells = {}
@@ -57,7 +57,7 @@ class WrittenApart(unittest.TestCase):
             if os.path.exists(report):
                 with open(report, encoding="utf-8") as f:
                     cls.cells.update({(c["check"], c["recipe"]): c for c in json.load(f)["cells"]})
-        cls.stderr = "\n".join(p.stderr[-3000:] for p in cls.procs)
+        cls.stderr = "\n".join(p.stderr[-3000:] for p in cls.procs.values())
 
     @classmethod
     def tearDownClass(cls):
@@ -80,8 +80,7 @@ class WrittenApart(unittest.TestCase):
                     self.assertTrue(c["evidence"].strip())
                 else:
                     self.assertEqual(self.verdict(check, recipe), "ok", c["evidence"][:3000])
-        for proc in self.procs:
-            recipe = proc.args[proc.args.index("--recipe") + 1]
+        for recipe, proc in self.procs.items():
             if not any(self.timing_only(c) for (_, r), c in self.cells.items() if r == recipe):
                 self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
 
