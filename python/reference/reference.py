@@ -67,9 +67,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     set_model_state_dict, set_optimizer_state_dict)
-from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel
 import torch.utils.checkpoint
 from torch.utils.data import DataLoader, Dataset, Sampler, TensorDataset
@@ -364,6 +361,11 @@ class PythonReference(torchconform.Run):
         if mode == "ddp":
             return DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         if mode == "fsdp":
+            # The sharding APIs are imported where a sharded run uses them (here and in the state
+            # dicts below): with DTensor and sympy behind them they took 0.56 s of every import of
+            # this module (python -X importtime), paid by each process that never shards, a loader
+            # worker's fork server among them (worker_context).
+            from torch.distributed.fsdp import fully_shard
             for block in (model.features, model.classifier):
                 fully_shard(block)
             fully_shard(model)
@@ -456,6 +458,8 @@ class PythonReference(torchconform.Run):
         (``full_state_dict`` + ``cpu_offload``: the other ranks get empty dicts), so that the file is
         the unsharded model a bare one loads (a collective: every rank calls it)."""
         if self.options.data_parallel == "fsdp":
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                                 get_optimizer_state_dict)  # see parallelize
             whole = StateDictOptions(full_state_dict=True, cpu_offload=True)
             return (get_model_state_dict(self.model, options=whole),
                     get_optimizer_state_dict(self.model, self.optimizer, options=whole))
@@ -463,6 +467,8 @@ class PythonReference(torchconform.Run):
 
     def restore_model_and_optimizer(self, model_state: Dict[str, object], optimizer_state: Dict[str, object]) -> None:
         if self.options.data_parallel == "fsdp":  # every rank read the whole state; each keeps its shard
+            from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
+                                                                 set_optimizer_state_dict)  # see parallelize
             whole = StateDictOptions(full_state_dict=True)
             set_model_state_dict(self.model, model_state, options=whole)
             set_optimizer_state_dict(self.model, self.optimizer, optimizer_state, options=whole)
@@ -725,15 +731,14 @@ class PythonReference(torchconform.Run):
 def worker_context():
     """The loader workers' start method: a fork server that has imported torch once. The process
     that runs the recipe may be multi-threaded (torchconform is a C++ program), where ``fork`` is
-    unsafe, and ``spawn`` imports torch anew for every worker of every run (seconds each). The server
-    imports this module's heavy imports too: a worker unpickles the dataset, whose class is defined
-    here, so it imports this module, and torch.distributed.checkpoint and FSDP took about half a
-    second of each worker's start (measured). Not this module by name: the server's sys.path may
-    find another ``reference`` first (a folder of that name where it runs)."""
+    unsafe, and ``spawn`` imports torch anew for every worker of every run (seconds each). A worker
+    unpickles the dataset, whose class is defined here, so it imports this module: its imports at
+    the top are the server's preload, and the sharding APIs, which a worker never uses, are imported
+    where they are used (``parallelize``). Not this module by name: the server's
+    sys.path may find another ``reference`` first (a folder of that name where it runs)."""
     import multiprocessing
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["torch", "torch.distributed.checkpoint.state_dict", "torch.distributed.fsdp",
-                                "torch.nn.parallel", "torch.utils.checkpoint"])
+    ctx.set_forkserver_preload(["torch", "torch.nn.parallel", "torch.utils.checkpoint", "torch.utils.data"])
     return ctx
 
 

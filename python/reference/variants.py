@@ -20,7 +20,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.fsdp import fully_shard
 
 import torchconform
 from ddp_reference import PythonDdpReference
@@ -550,6 +549,7 @@ class FsdpRootUnsharded(PythonReference):
     def parallelize(self, model: nn.Module) -> nn.Module:
         if self.options.data_parallel != "fsdp":
             return super().parallelize(model)
+        from torch.distributed.fsdp import fully_shard  # where it is used, as the reference's parallelize
         fully_shard(model.features)  # Fail: no fully_shard(model) (nor of the classifier)
         return model
 
