@@ -544,6 +544,10 @@ if(TC_PYTHON_EMBED_BUILT)
   # timed against the recipe's own step, which trains; the copy timing too where CUDA is.
   add_test(NAME python.loader_real_step COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_loader_real_step.py)
   set_tests_properties(python.loader_real_step PROPERTIES LABELS "unit;python" TIMEOUT 120)
+  # The line `--python` names a recipe class by (torchconform._bridge.class_line, one parse of each
+  # file) is inspect's, for every shape of class statement and every recipe class shipped.
+  add_test(NAME python.class_line COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_class_line.py)
+  set_tests_properties(python.class_line PROPERTIES LABELS "unit;python" TIMEOUT 120)
   # Gradient accumulation in a Python loop: correct (uneven micro-batches weighed) and undivided.
   add_test(NAME python.accumulation
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_accumulation.py $<TARGET_FILE:torchconform>)

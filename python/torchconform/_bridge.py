@@ -3,12 +3,15 @@ probes a recipe provides, and an exception told as one cell's evidence. Internal
 """
 from __future__ import annotations
 
+import ast
+import functools
 import importlib.util
+import inspect
 import os
 import sys
 import sysconfig
 import traceback
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torchconform
 from torchconform.run import PROBES, Run, provides, recipe_description, recipe_name
@@ -92,12 +95,7 @@ def load(spec: str) -> Tuple[type, str, str, str, int, str]:
     if not isinstance(cls, type) or not issubclass(cls, Run):
         what = "is not defined" if cls is None else "is not a subclass of torchconform.Run"
         raise SpecError(f"--python '{spec}': '{cls_name}' in {path} {what}")
-    line = 0
-    try:
-        import inspect
-        line = inspect.getsourcelines(cls)[1]
-    except (OSError, TypeError):
-        pass  # no source to point at: the file alone names the place
+    line = class_line(cls)  # 0: no source to point at, the file alone names the place
     _check_declarations(cls, spec, path, line)
     absolute = f"{path}:{cls_name}" + (f"={name}" if name else "")
     return cls, name or recipe_name(cls), recipe_description(cls), path, line, absolute
@@ -154,14 +152,47 @@ def expand(spec: str) -> List[str]:
     if not classes:
         raise SpecError(f"--python '{spec}': {path} defines no subclass of torchconform.Run")
 
-    def line(c: type) -> int:
-        try:
-            import inspect
-            return inspect.getsourcelines(c)[1]
-        except (OSError, TypeError):
-            return 0
+    return [f"{path}:{c.__name__}" for c in sorted(classes, key=class_line)]
 
-    return [f"{path}:{c.__name__}" for c in sorted(classes, key=line)]
+
+def class_line(cls: type) -> int:
+    """The line of a class's definition in its file (its first decorator's), as
+    ``inspect.getsourcelines(cls)[1]`` gives it, or 0 without a source. One parse of each file:
+    inspect (CPython 3.11) parses the whole file again for every class it is asked about, and a
+    `--python` file's classes were asked about twice each in every process that loads them (0.7 s of
+    CPU for reference.py and variants.py's 43 classes, measured); this is asked of the same parse."""
+    try:
+        path = inspect.getsourcefile(cls)
+        if path:
+            line = _class_lines(path, os.stat(path).st_mtime_ns).get(cls.__qualname__)
+            if line:
+                return line
+        return inspect.getsourcelines(cls)[1]  # not a plain class statement of the file: inspect's way
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return 0
+
+
+@functools.lru_cache(maxsize=64)
+def _class_lines(path: str, mtime_ns: int) -> Dict[str, int]:
+    """Each class statement of a file by qualified name (as ``__qualname__`` spells it), and its line
+    (the first decorator's, where it has some), from one parse."""
+    with open(path, "rb") as f:
+        tree = ast.parse(f.read(), path)
+    lines: Dict[str, int] = {}
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                name = prefix + child.name
+                lines.setdefault(name, child.decorator_list[0].lineno if child.decorator_list else child.lineno)
+                walk(child, name + ".")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                walk(child, prefix + child.name + ".<locals>.")
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return lines
 
 
 def provided_probes(run: Run) -> List[str]:
