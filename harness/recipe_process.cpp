@@ -128,6 +128,7 @@ using Finish = std::function<void(Cell)>;
 child::Spec recipe_process_spec(const Registry& registry, const std::vector<PlannedCell>& rest, const RunPlan& plan,
                                 const Scratch& scratch, const std::string& stream, const std::string& crumb) {
   child::Spec spec;
+  if (plan.fork_recipe_processes) forking::warm_up();  // once: what each fork would load for itself
   if (plan.fork_recipe_processes && forking::single_threaded()) {
     spec.body = [&registry, sub = group_plan(rest, plan, stream), crumb] {
       stream_cells(registry, sub, crumb);

@@ -18,6 +18,12 @@ struct Hooks {
 constexpr int kMaxHooks = 4;
 Hooks g_hooks[kMaxHooks];
 int g_count = 0;
+struct WarmUp {
+  void (*warm)() = nullptr;
+  bool done = false;
+};
+WarmUp g_warm_ups[kMaxHooks];
+int g_warm_count = 0;
 
 }  // namespace
 
@@ -37,6 +43,21 @@ void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)()) {
     if (g_hooks[i].before == before && g_hooks[i].in_parent == in_parent && g_hooks[i].in_child == in_child) return;
   }
   if (g_count < kMaxHooks) g_hooks[g_count++] = {before, in_parent, in_child};
+}
+
+void add_warm_up(void (*warm)()) {
+  for (int i = 0; i < g_warm_count; ++i) {
+    if (g_warm_ups[i].warm == warm) return;
+  }
+  if (g_warm_count < kMaxHooks) g_warm_ups[g_warm_count++] = {warm, false};
+}
+
+void warm_up() {
+  for (int i = 0; i < g_warm_count; ++i) {
+    if (g_warm_ups[i].done) continue;
+    g_warm_ups[i].done = true;
+    g_warm_ups[i].warm();
+  }
 }
 
 pid_t fork_with_hooks() {

@@ -22,4 +22,13 @@ void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)());
 // fork() between the hooks: fork's value (-1 with errno set when it failed; the parent's hooks ran).
 pid_t fork_with_hooks();
 
+// Work a runtime does once in this process before the first recipe's process is forked from it
+// (harness/recipe_process.cpp calls warm_up() before it decides between fork and exec): loading
+// what every such child would otherwise load for itself, so that each has it from the fork. A
+// warm-up must leave this process with one thread. At most 4; registering one twice has no effect.
+void add_warm_up(void (*warm)());
+
+// Runs each registered warm-up that has not run yet in this process.
+void warm_up();
+
 }  // namespace tc::forking

@@ -155,6 +155,22 @@ void after_fork_in_child() {
   PyGILState_Release(g_fork_gil);
 }
 
+// What torch imports lazily on a recipe's first calls, which every recipe's process would import
+// for itself: torch._inductor.config, with torch._dynamo behind it, imported by
+// torch.use_deterministic_algorithms (torch 2.15 sets inductor_config.deterministic there) and by
+// torch.compile. 1.08 s of CPU in a process that has torch (measured, a quiet 2-core machine), in
+// the process of every recipe that seeds as the seeds ask (python/reference's setup does). Imported
+// once in the process that forks the recipes' processes (forking::warm_up), each of which then has
+// it. torch's own module, no user code; the process keeps one thread (measured: /proc/self/task).
+// A failure is left to the recipe's own import, which names it in its cell.
+void warm_up() {
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("torch._inductor.config");
+  } catch (const py::error_already_set&) {
+  }
+}
+
 void start() {
   // UTF-8 whatever the locale (CI's is often C/POSIX, whose encoding is ASCII): a recipe printing
   // "✓", opening a UTF-8 file without an encoding, or living in a folder named in UTF-8 works as under
@@ -205,6 +221,7 @@ void start() {
   PyEval_SaveThread();
   if (!error.empty()) throw std::runtime_error(error);
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
+  forking::add_warm_up(warm_up);
 }
 
 // Hosted: this process is a Python (the team's interpreter, which imported the extension module
@@ -233,6 +250,7 @@ void adopt_running_interpreter() {
   }
   if (!error.empty()) throw std::runtime_error(error);
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
+  forking::add_warm_up(warm_up);
 }
 
 }  // namespace

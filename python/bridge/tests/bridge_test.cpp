@@ -1,6 +1,7 @@
 // The Python bridge on python/tests/tiny_run.py: a Python recipe driven through tc::Run computes
 // what the same Python does on its own, shares its tensors, reports its errors at the user's line,
 // and lacks a probe the way a C++ recipe does.
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string>
@@ -16,6 +17,7 @@
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
 #include "harness/testing/test_paths.h"
+#include "harness/util/forking.h"
 
 namespace py = pybind11;
 
@@ -261,6 +263,32 @@ worker.join()
 )PY",
            scope);
   EXPECT_TRUE(scope["seen"]["torch"].cast<bool>()) << "a fork server's worker started without torch imported";
+}
+
+// The process that forks the recipes' processes imports, once, what torch imports lazily on a
+// recipe's first calls (torch._inductor.config: torch.use_deterministic_algorithms, torch.compile),
+// so that each fork has it (forking::warm_up; about a second of CPU a recipe's process spent), and
+// keeps its threads as they were (a fork needs one). Its own suite, so its own process: nothing
+// before it imported the module.
+TEST(PythonBridgeWarmUp, ImportsWhatARecipesFirstCallsImportAndStartsNoThread) {
+  Registry reg;
+  make(reg, kTiny + ":TinyRun");  // starts the interpreter
+  auto threads = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  auto imported = [] {
+    py::gil_scoped_acquire gil;
+    return py::module_::import("sys").attr("modules").contains("torch._inductor.config");
+  };
+  ASSERT_FALSE(imported()) << "imported before the warm-up: this test proves nothing";
+  const int before = threads();
+  forking::warm_up();
+  EXPECT_TRUE(imported());
+  EXPECT_EQ(threads(), before);
+  forking::warm_up();  // once per process: a second call does nothing
+  EXPECT_EQ(threads(), before);
 }
 
 }  // namespace
