@@ -167,7 +167,7 @@ void warm_up() {
   py::gil_scoped_acquire gil;
   try {
     py::module_::import("torch._inductor.config");
-  } catch (const py::error_already_set&) {
+  } catch (const std::exception&) {  // py::error_already_set too (it clears the Python error)
   }
 }
 
