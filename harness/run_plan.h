@@ -25,6 +25,9 @@ struct RunPlan {
   bool quick = false;
   bool sweep = false;  // `run --sweep` (CheckContext::sweep)
   bool no_sweep = false;  // `run --no-sweep` (CheckContext::no_sweep)
+  // `run --judged-only`: a variant gets cells only on the checks it targets (its cells on the other
+  // checks are recorded, never judged: the catalogue's "recorded" cells), correct recipes on every check.
+  bool judged_only = false;
   bool cuda_present = false;  // the machine has a usable CUDA device (whatever --device says)
   // Multi-process checks (->MultiProcess(n), harness/multi_process.h): outside torchrun the runner
   // launches torchrun on `executable` for each of their cells; as one of torchrun's workers

@@ -151,7 +151,12 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
   std::vector<PlannedCell> cells;
   for_each_selected(registry, plan, [&](const CheckInfo* c, const RecipeInfo* r, const DeviceSlot& d) {
     if (!c->judges_language(r->language_name())) return;  // no cell: it cannot apply (->Languages)
-    if (c->covers_variants || !r->is_variant()) cells.push_back({c, r, d});
+    if (!r->is_variant()) {
+      cells.push_back({c, r, d});
+    } else if (c->covers_variants &&
+               (!plan.judged_only || std::find(r->targets.begin(), r->targets.end(), c->name) != r->targets.end())) {
+      cells.push_back({c, r, d});
+    }
   });
   return cells;
 }

@@ -40,6 +40,7 @@ struct RunArgs {
   bool quick = false;
   bool sweep = false;
   bool no_sweep = false;
+  bool judged_only = false;
   bool no_distributed = false;
   std::string work_dir;  // multi-process worker: shared by the ranks (default under reports/)
   std::string part;      // a fresh process of CheckContext::in_fresh_process: one part of one cell
@@ -85,6 +86,7 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.quick = a.quick;
   plan.sweep = a.sweep;
   plan.no_sweep = a.no_sweep;
+  plan.judged_only = a.judged_only;
   plan.cuda_present = cuda_available();
   plan.executable = self_executable();
   plan.worker = under_torchrun();
@@ -171,6 +173,7 @@ int cmd_run(const RunArgs& a, int argc, char** argv) {
   report.run["quick"] = a.quick;
   report.run["sweep"] = a.sweep;
   report.run["no_sweep"] = a.no_sweep;
+  report.run["judged_only"] = a.judged_only;
 
   if (plan.worker && torchrun_rank() != 0) {  // rank 0 reports; the others only say what broke
     report.cells = run_cells(reg, plan);
@@ -219,6 +222,10 @@ Command add_run(CLI::App& app, int argc, char** argv) {
                 "Leave those sweeps out for every recipe, the suite's reference included: they are measured, never "
                 "judged, and the verdicts are the same without them")
       ->excludes(sweep);
+  run->add_flag("--judged-only", a->judged_only,
+                "Give a broken variant cells only on the checks it targets (must_be_caught_by), where its "
+                "verdict is judged; without it, it also runs on every other check selected, recorded there, "
+                "never judged. Correct recipes run on every check either way");
   run->add_flag("--no-distributed", a->no_distributed,
                 "Leave out the multi-process checks (they launch torchrun: 2 ranks with Gloo on the CPU, "
                 "one rank per GPU with NCCL)");

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 
@@ -588,6 +589,27 @@ TEST_F(RunnerTest, AFreshProcessIsOfferedOnlyWithAnExecutableAndNotInsideOne) {
   only("ctx", "reference");
   EXPECT_FALSE(seen.in_fresh_process);
   EXPECT_EQ(seen.part, "some_part");
+}
+
+// `run --judged-only`: a variant gets cells only on the checks it targets (where its verdict is
+// judged); correct recipes keep a cell on every check. Without it, the variant's other cells are
+// recorded ones (conformance.python.cpu.variants runs the Python checks' variants with it).
+TEST_F(RunnerTest, JudgedOnlyLeavesAVariantOutOfTheChecksItDoesNotTarget) {
+  plan.checks = {"passes", "fails", "throws"};
+  plan.recipes = {"reference", "variant", "mine"};
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (const PlannedCell& c : plan_cells(reg, plan)) out.push_back(c.check->name + "/" + c.recipe->name);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const std::vector<std::string> all = names();
+  EXPECT_EQ(all.size(), 9u);
+  EXPECT_NE(std::find(all.begin(), all.end(), "throws/variant"), all.end());
+  plan.judged_only = true;
+  const std::vector<std::string> judged = names();
+  EXPECT_EQ(judged, (std::vector<std::string>{"fails/mine", "fails/reference", "fails/variant", "passes/mine",
+                                              "passes/reference", "passes/variant", "throws/mine", "throws/reference"}));
 }
 
 }  // namespace
