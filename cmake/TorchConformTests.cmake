@@ -198,6 +198,9 @@ tc_cli_test(all_cells_skipped 77 "skipped" run --device cpu --check device_agnos
 # A check of Python recipes only, asked for a C++ recipe alone: no cell at all, and the reason (exit 2).
 tc_cli_test(no_cell_for_the_recipes_language 2 "nothing to run: no check given judges the recipes given; fsdp: the check judges Python recipes only"
             run --device cpu --check fsdp --recipe reference --json ${TC_TEST_OUT}/never.json)
+# --judged-only with a variant and a check it does not target: no cell, and why (exit 2).
+tc_cli_test(judged_only_leaves_no_cell 2 "nothing to run: --judged-only leaves no cell"
+            run --device cpu --judged-only --check eval_mode --recipe no_set_epoch --json ${TC_TEST_OUT}/never.json)
 tc_cli_test(report_missing_file 2 "cannot read report" report ${TC_TEST_OUT}/does-not-exist.json
             --html ${TC_TEST_OUT}/x.html)
 set_tests_properties(cli.cuda_missing PROPERTIES ENVIRONMENT "TC_SKIP_IF_CUDA=1")

@@ -114,7 +114,15 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   try {
     plan.devices = resolve_devices(a.device);
     if (plan_cells(reg, plan).empty()) {
-      // Only ->Languages leaves a selection of known checks and recipes without a cell.
+      if (plan.judged_only) {
+        RunPlan all = plan;
+        all.judged_only = false;
+        if (!plan_cells(reg, all).empty()) {
+          throw UsageError("nothing to run: --judged-only leaves no cell (no variant given targets a check given; "
+                           "`torchconform list` shows which checks must catch each variant)");
+        }
+      }
+      // Otherwise only ->Languages leaves a selection of known checks and recipes without a cell.
       std::string why;
       for (const CheckInfo& c : reg.checks()) {
         const bool chosen = plan.checks.empty() || std::find(plan.checks.begin(), plan.checks.end(), c.name) != plan.checks.end();
