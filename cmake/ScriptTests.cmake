@@ -23,6 +23,9 @@ endif()
 # bundle.py's merge, summary, verify, checks and sweep on small fixtures (standard library).
 add_test(NAME scripts.bundle_py COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_bundle_py.py)
 set_tests_properties(scripts.bundle_py PROPERTIES LABELS unit TIMEOUT 120)
+# ci/cost-drift: the drift report, --strict, and --write keeping registered tests, dropping gone ones.
+add_test(NAME scripts.cost_drift COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_cost_drift.py)
+set_tests_properties(scripts.cost_drift PROPERTIES LABELS unit TIMEOUT 120)
 
 # The JSON of real `ab` and `qualify` runs validated against reports/schema/ (python-jsonschema),
 # then broken copies of it rejected (--self-test; it needs a benchmark / a figure to break, so an
