@@ -154,7 +154,7 @@ std::vector<PlannedCell> plan_cells(const Registry& registry, const RunPlan& pla
     if (!r->is_variant()) {
       cells.push_back({c, r, d});
     } else if (c->covers_variants &&
-               (!plan.judged_only || std::find(r->targets.begin(), r->targets.end(), c->name) != r->targets.end())) {
+               (!plan.judged_only || r->targets_check(c->name))) {
       cells.push_back({c, r, d});
     }
   });

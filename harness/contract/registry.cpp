@@ -86,8 +86,7 @@ Expected Registry::expected(const std::string& check, const std::string& recipe)
   const RecipeInfo* r = find_recipe(recipe);
   if (r == nullptr) throw std::invalid_argument("unknown recipe '" + recipe + "'");
   if (!r->is_variant()) return Expected::kPass;
-  bool targeted = std::find(r->targets.begin(), r->targets.end(), check) != r->targets.end();
-  return targeted ? Expected::kFail : Expected::kAny;
+  return r->targets_check(check) ? Expected::kFail : Expected::kAny;
 }
 
 std::vector<std::string> Registry::validate() const {
@@ -113,7 +112,7 @@ std::vector<std::string> Registry::validate() const {
   for (const RecipeInfo& r : recipes_) {
     const std::string where = "recipe '" + r.name + "' (" + r.file + ":" + std::to_string(r.line) + ")";
     for (const auto& [check, promises] : r.breaks) {
-      if (std::find(r.targets.begin(), r.targets.end(), check) == r.targets.end()) {
+      if (!r.targets_check(check)) {
         problems.push_back(where + " declares promises it breaks in check '" + check + "', which it does not target");
         continue;
       }

@@ -201,6 +201,10 @@ struct RecipeInfo {
   std::string load_spec;
 
   bool is_variant() const { return !targets.empty(); }
+  // Whether `check` must catch it (it is in ->Targets).
+  bool targets_check(const std::string& check) const {
+    return std::find(targets.begin(), targets.end(), check) != targets.end();
+  }
   std::string language_name() const { return language.empty() ? "c++" : language; }
   // The promises of `check` it declares it breaks; null where it declares none there.
   const std::vector<std::string>* declared_breaks(const std::string& check) const {
