@@ -26,6 +26,9 @@ set_tests_properties(scripts.bundle_py PROPERTIES LABELS unit TIMEOUT 120)
 # ci/cost-drift: the drift report, --strict, and --write keeping registered tests, dropping gone ones.
 add_test(NAME scripts.cost_drift COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_cost_drift.py)
 set_tests_properties(scripts.cost_drift PROPERTIES LABELS unit TIMEOUT 120)
+# ci/failure-digest: a failed test's assertions, found in a long output, named from the JUnit file.
+add_test(NAME scripts.failure_digest COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/ci/tests/test_failure_digest.py)
+set_tests_properties(scripts.failure_digest PROPERTIES LABELS unit TIMEOUT 120)
 
 # The JSON of real `ab` and `qualify` runs validated against reports/schema/ (python-jsonschema),
 # then broken copies of it rejected (--self-test; it needs a benchmark / a figure to break, so an
