@@ -21,6 +21,7 @@
 #include "harness/contract/state_probes.h"
 #include "harness/util/posix_fs.h"
 #include "harness/util/sha256.h"
+#include "harness/util/text_format.h"
 #include "reference/checkpoint.h"
 #include "suites/support/kit.h"
 #include "suites/support/tensor_compare.h"
@@ -182,13 +183,20 @@ void shift_state(Run& run) {
   }
 }
 
+// How long a save still under way at a kill counts for at most, in the kill window (below).
+constexpr std::chrono::microseconds kUnfinishedSaveCap = std::chrono::seconds(2);
+// The kill trials stop after this many in which no save finished: the window has grown by then (a
+// save under way counts too), and a child that never finishes one proves nothing (the cell errs).
+constexpr int kTrialsWithoutAFinishedSave = 10;
+
 // One save killed after `delay`: a child saves over and over, shifting its state between saves, and
 // says down a pipe, before each save, the digest of the state it saves ("D" + 16 hex digits) and
 // after it "S", until SIGKILL. The delay counts from the child's first "D" (its first save beginning),
 // not from the fork: a child's start-up (a Python recipe's fork, its first shift and digest) is no
 // part of the window. Returns whether it was still saving when killed; `started` gets the digests of
 // the saves it began, `completed_saves` counts those it finished, and `longest_save` grows to the
-// longest D-to-S time seen (the child's own save time, which the window is then taken from).
+// longest D-to-S time seen (the child's own save time, which the window is then taken from), or to
+// how long a save still under way at the kill had lasted (a lower bound of its time).
 bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds delay, int64_t& completed_saves,
                    std::vector<std::string>& started, std::chrono::microseconds& longest_save) {
   int fds[2];
@@ -216,6 +224,7 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
   std::optional<Clock::time_point> first_begin, save_begin;
   Clock::time_point kill_at = Clock::now() + std::chrono::seconds(60);  // until the first "D" arrives
   bool eof = false;
+  bool saving = false;  // the child said "D" and not yet "S": a save under way
   while (!eof && Clock::now() < kill_at) {
     pollfd p{fds[0], POLLIN, 0};
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count();
@@ -230,22 +239,38 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
     for (ssize_t i = 0; i < n; ++i) {
       if (buf[i] == 'D') {
         save_begin = now;
+        saving = true;
         if (!first_begin) {
           first_begin = now;
           kill_at = now + delay;
         }
       } else if (buf[i] == 'S' && save_begin) {
+        saving = false;
         longest_save = std::max(longest_save, std::chrono::duration_cast<std::chrono::microseconds>(now - *save_begin));
       }
     }
     said.append(buf, static_cast<size_t>(n));
   }
+  const auto killed_at = Clock::now();
   kill(pid, SIGKILL);
   int status = 0;
   waitpid(pid, &status, 0);
   char buf[256];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
+  std::string after_kill;  // what the child said that was still in the pipe
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) after_kill.append(buf, static_cast<size_t>(n));
   close(fds[0]);
+  // A save still under way at the kill (no "S" or "D" after its "D", the digests being lowercase
+  // hex) lasted at least until the kill: the window grows from that too. Counting finished saves
+  // alone, a child whose saves are slower than the window (a Python child's first saves, a disk
+  // that other processes keep busy) would be killed in every trial before it finished one, and the
+  // window would never grow to a save's length.
+  // (Counted up to kUnfinishedSaveCap: a save that never ends, a child hung after the fork, must not
+  // stretch the window without end; atomic_save stops the trials when none finishes.)
+  if (saving && save_begin && after_kill.find_first_of("DS") == std::string::npos) {
+    const auto lasted = std::chrono::duration_cast<std::chrono::microseconds>(killed_at - *save_begin);
+    longest_save = std::max(longest_save, std::min<std::chrono::microseconds>(lasted, kUnfinishedSaveCap));
+  }
+  said += after_kill;
   for (size_t i = 0; i < said.size();) {
     if (said[i] == 'S') {
       ++completed_saves;
@@ -271,13 +296,15 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
   m["save_duration_us"] = save_us;
   std::mt19937 rng(static_cast<uint32_t>(ctx.seed));
   // The window: four of the longest saves seen, in this process or a saving child's (a child's may
-  // be slower: a Python recipe's first saves there), plus 1 ms; it grows as longer saves are seen.
+  // be slower: a Python recipe's first saves there, or a disk other processes keep busy), plus 1 ms;
+  // it grows as longer saves are seen, finished or cut by the kill.
   std::chrono::microseconds longest_save(save_us);
   int loaded = 0, broken = 0, exited_early = 0;
   std::string first_error;
   int64_t completed_saves = 0;
   std::string in_file = state_digest(s.state);  // the state the file holds before each trial
-  for (int t = 0; t < trials; ++t) {
+  int run_trials = 0;
+  for (int t = 0; t < trials && !(completed_saves == 0 && t == kTrialsWithoutAFinishedSave); ++t, ++run_trials) {
     std::vector<std::string> started;
     std::uniform_int_distribution<int64_t> delay_us(0, 4 * longest_save.count() + 1000);
     if (!kill_one_save(*s.run, s.path, std::chrono::microseconds(delay_us(rng)), completed_saves, started, longest_save)) {
@@ -302,23 +329,24 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
       in_file = state_digest(s.state);
     }
   }
-  m["kill_trials"] = trials;
+  m["kill_trials"] = run_trials;
   m["kill_trials_loaded"] = loaded;
   m["kill_trials_broken"] = broken;
   m["kill_trials_child_exited_early"] = exited_early;
   m["kill_trials_completed_saves"] = completed_saves;
   m["longest_save_us"] = longest_save.count();
   if (completed_saves == 0 || exited_early > 0) {
-    throw HarnessError("the saving child processes completed " + std::to_string(completed_saves) +
-                       " saves and " + std::to_string(exited_early) +
-                       " stopped on their own: the kill trials prove nothing");
+    throw HarnessError("the saving child processes of " + std::to_string(run_trials) + " kill trials completed " +
+                       std::to_string(completed_saves) + " saves (the longest seen, or cut by a kill, " +
+                       fmt::sig(static_cast<double>(longest_save.count()) / 1e3, 3) + " ms) and " +
+                       std::to_string(exited_early) + " stopped on their own: the kill trials prove nothing");
   }
   if (broken > 0) {
-    out.broken("atomic_save", std::to_string(broken) + " of " + std::to_string(trials) +
+    out.broken("atomic_save", std::to_string(broken) + " of " + std::to_string(run_trials) +
                                   " saves killed at a random point left a checkpoint that does not load: " +
                                   first_error);
   } else {
-    out.held("atomic_save", std::to_string(loaded) + "/" + std::to_string(trials) +
+    out.held("atomic_save", std::to_string(loaded) + "/" + std::to_string(run_trials) +
                                 " saves killed at random points (each save of a state no other save wrote) left a "
                                 "checkpoint holding one whole saved state");
   }

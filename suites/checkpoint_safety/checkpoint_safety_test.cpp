@@ -4,9 +4,13 @@
 // data silently as other state. The reference's loader rejects every such file. That is recorded
 // in the evidence, not judged: torch.save's files are the same, and the seeds' checkpoint practice
 // (whole state, weights_only=True) asks for no checksum; truncations are still rejected.
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -42,6 +46,41 @@ TEST(CheckpointSafetyCorruption, ALoaderThatSkipsTheHashLoadsFlippedBitsAsOtherS
   EXPECT_EQ(c.metrics.value("truncations_loaded", -1), 0) << c.metrics.dump().substr(0, 800);
   EXPECT_NE(c.evidence.find("single-bit flips loaded as other values"), std::string::npos) << c.evidence;
   std::cout << c.evidence << "\n";
+}
+
+// A save slower in the saving child than in the judging process, as a Python child's first saves are
+// or a disk other processes keep busy: here 100 ms longer in any process but the one that built the
+// run (the kill trials' children are forks of it). The kill window starts from the judging process's
+// save (a few ms: 4x that + 1 ms is well under 100 ms). Counting finished saves alone, the window
+// never grew, every trial killed the child inside its first save, and the cell erred ("completed 0
+// saves": python.written_apart's checkpoint_safety cell under ci/test-under-load 2 did). A save cut by
+// the kill counts for how long it had lasted, so the window grows until saves finish inside it.
+class SlowerSaveInTheChild : public ref::ReferenceRun {
+ public:
+  void save_checkpoint(const std::string& path) override {
+    if (getpid() != built_in_) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ReferenceRun::save_checkpoint(path);
+  }
+
+ private:
+  const pid_t built_in_ = getpid();
+};
+
+TEST(CheckpointSafetyKillTrials, ASaveSlowerInTheSavingChildGrowsTheWindowUntilSavesFinish) {
+  Registry reg;
+  reg.add_check(*Registry::global().find_check("checkpoint_safety"));
+  reg.add_recipe({"slower_save_in_the_child", "test-only recipe", {}, testing_recipes::make<SlowerSaveInTheChild>(),
+                  __FILE__, __LINE__});
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {"checkpoint_safety"};
+  plan.quick = true;  // 20 kill trials
+  const Cell c = run_cells(reg, plan).at(0);
+  std::cout << c.evidence << "\n";
+  EXPECT_EQ(testing_recipes::promise_status(c, "atomic_save"), "held") << c.evidence;
+  EXPECT_GT(c.metrics.value("kill_trials_completed_saves", 0), 0) << c.metrics.dump().substr(0, 800);
+  EXPECT_GE(c.metrics.value("longest_save_us", 0), 100000) << c.metrics.dump().substr(0, 800);
+  EXPECT_EQ(c.metrics.value("kill_trials", 0), 20) << c.metrics.dump().substr(0, 800);
 }
 
 }  // namespace
