@@ -189,6 +189,39 @@ constexpr std::chrono::microseconds kUnfinishedSaveCap = std::chrono::seconds(2)
 // save under way counts too), and a child that never finishes one proves nothing (the cell errs).
 constexpr int kTrialsWithoutAFinishedSave = 10;
 
+// The saving child of a kill trial (below): shift the state, say "D" + its digest, save, say "S",
+// over and over until killed.
+[[noreturn]] void save_until_killed(Run& run, const std::string& path, int fd) {
+  at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
+  try {
+    for (;;) {
+      shift_state(run);
+      std::string d(1, 'D');  // (not "D" + digest: GCC 12 misreads that inlined, -Wstringop-overflow)
+      d += state_digest(run_state(run));
+      if (write(fd, d.data(), d.size()) != static_cast<ssize_t>(d.size())) break;
+      run.save_checkpoint(path);
+      if (write(fd, "S", 1) != 1) break;
+    }
+  } catch (...) {
+  }
+  _exit(3);
+}
+
+// What a saving child said: each "S" a save it finished, each whole "D" + digest a save it began.
+void count_said(const std::string& said, int64_t& completed_saves, std::vector<std::string>& started) {
+  for (size_t i = 0; i < said.size();) {
+    if (said[i] == 'S') {
+      ++completed_saves;
+      ++i;
+    } else if (said[i] == 'D' && i + 17 <= said.size()) {
+      started.push_back(said.substr(i + 1, 16));
+      i += 17;
+    } else {
+      break;  // a digest cut short by the kill: that save never began
+    }
+  }
+}
+
 // One save killed after `delay`: a child saves over and over, shifting its state between saves, and
 // says down a pipe, before each save, the digest of the state it saves ("D" + 16 hex digits) and
 // after it "S", until SIGKILL. The delay counts from the child's first "D" (its first save beginning),
@@ -205,18 +238,7 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
   if (pid < 0) throw HarnessError("fork failed");
   if (pid == 0) {
     close(fds[0]);
-    at::set_num_threads(1);  // the parent's OpenMP pool does not survive fork
-    try {
-      for (;;) {
-        shift_state(run);
-        const std::string d = "D" + state_digest(run_state(run));
-        if (write(fds[1], d.data(), d.size()) != static_cast<ssize_t>(d.size())) break;
-        run.save_checkpoint(path);
-        if (write(fds[1], "S", 1) != 1) break;
-      }
-    } catch (...) {
-    }
-    _exit(3);
+    save_until_killed(run, path, fds[1]);
   }
   close(fds[1]);
   using Clock = std::chrono::steady_clock;
@@ -271,17 +293,7 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
     longest_save = std::max(longest_save, std::min<std::chrono::microseconds>(lasted, kUnfinishedSaveCap));
   }
   said += after_kill;
-  for (size_t i = 0; i < said.size();) {
-    if (said[i] == 'S') {
-      ++completed_saves;
-      ++i;
-    } else if (said[i] == 'D' && i + 17 <= said.size()) {
-      started.push_back(said.substr(i + 1, 16));
-      i += 17;
-    } else {
-      break;  // a digest cut short by the kill: that save never began
-    }
-  }
+  count_said(said, completed_saves, started);
   return WIFSIGNALED(status);
 }
 
