@@ -98,3 +98,9 @@ tc_setup() {
 tc_test_env() {
   export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 }
+
+# After a ctest run that wrote JUnit to $2: when it failed ($1 not 0), print last why each failed test
+# failed (ci/failure-digest), so a log read by its head and tail still shows it. Never fails.
+tc_failure_digest() {
+  if [ "$1" != 0 ] && [ -f "$2" ]; then "$TC_VENV/bin/python" "$TC_ROOT/ci/failure-digest" --junit "$2" || true; fi
+}
