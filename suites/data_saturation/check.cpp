@@ -62,7 +62,8 @@ constexpr auto kCpuStep = std::chrono::milliseconds(30);
 constexpr int64_t kWarmupSteps = 8;
 // Verdict measurements: contention from other processes only ever adds wait, so the smallest of
 // up to kAttempts measurements is the loader's own figure (timeit's argument); we stop at the first
-// that meets the bar.
+// that meets the bar, or after two in a row that fall short by twice the bar once the run queue's
+// part is credited (data_wait_decided, judge.h).
 constexpr int kAttempts = 5;
 
 ProbedRun<LoaderProbe> fresh(const CheckContext& ctx) {
@@ -299,7 +300,7 @@ void epoch_order(const CheckContext& ctx, Findings& out) {
 }
 
 // 2. Data wait with the recipe's own loader, against a device it must keep fed: the best of up to
-// kAttempts measurements (contention only adds wait), stopping at the first under the bar.
+// kAttempts measurements (contention only adds wait), stopping once they decide (data_wait_decided).
 void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Findings& out) {
   nlohmann::json& m = out.metrics();
   m["device_step_s"] = s.step_s;
@@ -325,8 +326,7 @@ void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Fin
   nlohmann::json attempts = nlohmann::json::array();
   std::vector<WaitAttempt> measured;
   std::vector<DataWaitStats> stats;
-  double best = 1.0;
-  for (int a = 0; a < kAttempts && best > kMaxWaitFraction; ++a) {
+  for (int a = 0; a < kAttempts && !data_wait_decided(measured, kMaxWaitFraction); ++a) {
     RunQueueMonitor queue;
     DataWaitStats st = measure(probe, s, std::nullopt, steps);
     const double queued = queue.stop();
@@ -338,7 +338,6 @@ void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Fin
     attempts.push_back(aj);
     measured.push_back(wa);
     stats.push_back(st);
-    best = std::min(best, st.fraction());
   }
   const DataWaitVerdict v = judge_data_wait(measured, kMaxWaitFraction, fmt::sig(s.batch_cost_s * 1e3, 3) + " ms against a " +
                                                                             fmt::sig(s.step_s * 1e3, 3) + " ms step",
@@ -391,6 +390,18 @@ void saturation_sweep(const CheckContext& ctx, LoaderProbe& probe, const Sizing&
 
 double credited_delay(const WaitAttempt& a) {
   return std::max(0.0, a.run_queue_delay_s - std::max(0.0, a.training_thread_delay_s));
+}
+
+bool data_wait_decided(const std::vector<WaitAttempt>& attempts, double bar) {
+  const auto fraction = [](const WaitAttempt& a) { return a.wait_s / std::max(1e-12, a.wall_s); };
+  const auto bound = [](const WaitAttempt& a) {
+    return std::max(0.0, a.wait_s - credited_delay(a)) / std::max(1e-12, a.wall_s);
+  };
+  for (const WaitAttempt& a : attempts) {
+    if (fraction(a) <= bar) return true;
+  }
+  const size_t n = attempts.size();
+  return n >= 2 && bound(attempts[n - 2]) > 2.0 * bar && bound(attempts[n - 1]) > 2.0 * bar;
 }
 
 bool batch_cost_in_band(double batch_cost_s, double step_s) {

@@ -54,6 +54,17 @@ struct DataWaitVerdict {
 DataWaitVerdict judge_data_wait(const std::vector<WaitAttempt>& attempts, double bar, const std::string& batch_vs_step,
                                 unsigned cores);
 
+// Whether the attempts so far decide the data wait, so that no more are made (up to the check's
+// limit otherwise): one waited at most `bar` (held: contention only adds wait, a later attempt
+// cannot undo it), or the last two in a row each leave more than twice the bar after the credit
+// above. That bound is the loader's own wait from below in each attempt; the attempts after the
+// first are there for what the run queue does not see (a wait it explains in one attempt and not in
+// the next, a stretch the machine took from the whole process), and two bounds in a row at twice
+// the bar leave a later attempt nothing to find that the first two did not: the loader falls short
+// by more than the bar again. A bound between the bar and twice it, or one the run queue explains,
+// asks for the next attempt, as before.
+bool data_wait_decided(const std::vector<WaitAttempt>& attempts, double bar);
+
 // The "async_copy" promise into `out`: the probe's copy of a 64 MiB batch held the host for less
 // than half of its total time (an asynchronous copy returns after the launch).
 void judge_async_copy(LoaderProbe& probe, Findings& out);
