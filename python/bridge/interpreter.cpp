@@ -150,8 +150,17 @@ void after_fork_in_parent() {
   PyOS_AfterFork_Parent();
   PyGILState_Release(g_fork_gil);
 }
+// The children forked between these hooks are recipes' processes (harness/recipe_process.cpp): each
+// forks, before any recipe code runs and while it has one thread, the template its DataLoader's fork
+// server will start from (python/torchconform/_forkserver.py; the template never returns here).
 void after_fork_in_child() {
   PyOS_AfterFork_Child();
+  if (PyObject* m = PyImport_ImportModule("torchconform._forkserver")) {
+    PyObject* r = PyObject_CallMethod(m, "start_template", nullptr);
+    Py_XDECREF(r);
+    Py_DECREF(m);
+  }
+  PyErr_Clear();  // no template: the fork server starts as a new interpreter
   PyGILState_Release(g_fork_gil);
 }
 

@@ -14,7 +14,11 @@ import traceback
 from typing import Dict, List, Optional, Tuple
 
 import torchconform
+from torchconform import _forkserver
 from torchconform.run import PROBES, Run, provides, recipe_description, recipe_name
+
+# A recipe's process (a fork of this one) gets its fork server from a template (_forkserver.py).
+_forkserver.install()
 
 class SpecError(ValueError):
     """A `--python` spec that names no recipe: its message is the whole story (no traceback)."""

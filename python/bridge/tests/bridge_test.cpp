@@ -1,6 +1,11 @@
 // The Python bridge on python/tests/tiny_run.py: a Python recipe driven through tc::Run computes
 // what the same Python does on its own, shares its tensors, reports its errors at the user's line,
 // and lacks a probe the way a C++ recipe does.
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -263,6 +268,89 @@ worker.join()
 )PY",
            scope);
   EXPECT_TRUE(scope["seen"]["torch"].cast<bool>()) << "a fork server's worker started without torch imported";
+}
+
+// A recipe's process (a fork between the bridge's hooks, as harness/recipe_process.cpp makes it)
+// gets its DataLoader's fork server from the template it forked at its start
+// (python/torchconform/_forkserver.py), as a new interpreter would have started it: the preload
+// imported, no descriptor of its parent but those multiprocessing passes (a pipe the forking process
+// held is closed), the environment as the process has it when the server starts (a variable given
+// after the fork, as run_body_in_child gives its own), the process's group. A second server (the
+// first one killed) starts as a new interpreter and works too. Its own suite, so its own process:
+// one thread at the fork.
+TEST(PythonBridgeForkServer, ARecipeProcessesServerIsItsTemplateStartedAsANewInterpreterWouldBe) {
+  Registry reg;
+  make(reg, kTiny + ":TinyRun");  // starts the interpreter and registers the fork hooks
+  ASSERT_TRUE(forking::single_threaded());
+  int inherited[2];
+  ASSERT_EQ(pipe(inherited), 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(inherited[0], &st), 0);
+  const pid_t pid = forking::fork_with_hooks();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    setenv("TC_TEMPLATE_PROBE", "given after the fork", 1);
+    int rc = 3;
+    {
+      py::gil_scoped_acquire gil;
+      try {
+        py::dict scope;
+        scope["tests_dir"] = std::string(tc::test_paths::source_dir()) + "/python/tests";
+        scope["fd"] = inherited[0];
+        scope["inode"] = static_cast<long long>(st.st_ino);
+        py::exec(R"PY(
+import multiprocessing, os, sys, time
+import multiprocessing.forkserver as forkserver
+import torchconform._forkserver as template
+if tests_dir not in sys.path:
+    sys.path.insert(0, tests_dir)
+import forkserver_probe
+problems = []
+made = template.template_pid()
+ctx = multiprocessing.get_context("forkserver")
+ctx.set_forkserver_preload(["torch"])
+queue = ctx.Queue()
+def seen_by_a_worker():
+    worker = ctx.Process(target=forkserver_probe.started_with, args=(["torch"], fd, inode, "TC_TEMPLATE_PROBE", queue))
+    worker.start()
+    seen = queue.get(timeout=120)
+    worker.join()
+    return seen
+def check(seen, which):
+    if not seen["preloaded"]["torch"]: problems.append(which + ": the worker started without torch imported")
+    if seen["inherited_pipe"]: problems.append(which + ": the worker holds a pipe its server's parent held")
+    if seen["env"] != "given after the fork": problems.append(which + ": TC_TEMPLATE_PROBE is %r" % seen["env"])
+    if seen["pgid"] != os.getpgid(0): problems.append(which + ": the worker is in group %d" % seen["pgid"])
+check(seen_by_a_worker(), "first server")
+if made is None or forkserver._forkserver._forkserver_pid != made:
+    problems.append("the server (%r) is not the template (%r)" % (forkserver._forkserver._forkserver_pid, made))
+os.kill(forkserver._forkserver._forkserver_pid, 9)
+time.sleep(0.5)
+check(seen_by_a_worker(), "second server")
+if forkserver._forkserver._forkserver_pid == made:
+    problems.append("the second server is the template again")
+queue.close()
+queue.join_thread()
+for p in problems:
+    print(p, file=sys.stderr)
+rc = 1 if problems else 0
+)PY",
+                 scope);
+        rc = scope["rc"].cast<int>();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+      }
+    }
+    std::fflush(nullptr);
+    _exit(rc);
+  }
+  close(inherited[0]);
+  close(inherited[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the recipe's process found the problems it printed above (3: it failed)";
 }
 
 // The process that forks the recipes' processes imports, once, what torch imports lazily on a
