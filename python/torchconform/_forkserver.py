@@ -38,6 +38,8 @@ import multiprocessing.util as _util
 _SERVER = "from multiprocessing.forkserver import main"
 _MAX_MESSAGE = 1 << 20
 _MAX_FDS = 64
+# How long the template may take to answer (it moves a few descriptors: milliseconds).
+_HAND_OVER_S = 60.0
 
 
 class _Template:
@@ -124,6 +126,7 @@ def spawnv_passfds(path, args, passfds):
             numbers = [fd for fd in (0, 1, 2) if _open(fd)] + [int(fd) for fd in passfds]
             request = {"code": code, "fds": numbers, "cwd": os.getcwd(), "env": _environment(),
                        "sys_path": list(sys.path), "pgid": os.getpgid(0)}
+            t.sock.settimeout(_HAND_OVER_S)
             socket.send_fds(t.sock, [pickle.dumps(request)], numbers)
             if t.sock.recv(16) == b"ok":
                 return t.pid
@@ -131,6 +134,10 @@ def spawnv_passfds(path, args, passfds):
             pass
         finally:
             t.sock.close()
+        try:  # not handed over (gone, refused, or silent past the limit): never a second server beside ours
+            os.kill(t.pid, signal.SIGKILL)
+        except OSError:
+            pass
     return _spawn(path, args, passfds)
 
 
