@@ -14,6 +14,7 @@
 #include "harness/contract/sanity.h"
 #include "harness/recipe_process.h"
 #include "harness/util/breadcrumb.h"
+#include "harness/util/forking.h"
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Generator.h>
@@ -452,6 +453,7 @@ std::vector<Cell> run_cells(const Registry& registry, const RunPlan& plan,
   std::vector<Cell> cells;
   cells.reserve(planned.size());
   if (!plan.isolate) {
+    if (!planned.empty()) forking::recipe_process_start();  // this process runs the recipes' code
     for (size_t i = 0; i < planned.size(); ++i) {
       if (callbacks.on_start) callbacks.on_start(planned[i], i, planned.size());
       cells.push_back(run_cell(registry, planned[i], plan));

@@ -24,6 +24,9 @@ struct WarmUp {
 };
 WarmUp g_warm_ups[kMaxHooks];
 int g_warm_count = 0;
+void (*g_starts[kMaxHooks])() = {};
+int g_start_count = 0;
+pid_t g_started_in = 0;  // the process that ran the starts (0: none)
 
 }  // namespace
 
@@ -58,6 +61,19 @@ void warm_up() {
     g_warm_ups[i].done = true;
     g_warm_ups[i].warm();
   }
+}
+
+void add_recipe_process_start(void (*start)()) {
+  for (int i = 0; i < g_start_count; ++i) {
+    if (g_starts[i] == start) return;
+  }
+  if (g_start_count < kMaxHooks) g_starts[g_start_count++] = start;
+}
+
+void recipe_process_start() {
+  if (g_start_count == 0 || g_started_in == getpid() || !single_threaded()) return;
+  g_started_in = getpid();
+  for (int i = 0; i < g_start_count; ++i) g_starts[i]();
 }
 
 pid_t fork_with_hooks() {

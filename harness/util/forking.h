@@ -31,4 +31,16 @@ void add_warm_up(void (*warm)());
 // Runs each registered warm-up that has not run yet in this process.
 void warm_up();
 
+// Work a runtime does once in a process that runs recipes' code itself (a recipe's process, forked
+// or started by exec; a torchrun rank; a part's fresh process; `run --in-process`), before its first
+// cell (harness/runner.cpp, run_cells): what such a process would otherwise make later, from a state
+// the recipes' code has changed by then (the embedded Python: its fork server's template,
+// python/torchconform/_forkserver.py). Runs only while this process has one thread (a start may
+// fork), once per process (a fork of one that ran them runs them again). At most 4; registering one
+// twice has no effect.
+void add_recipe_process_start(void (*start)());
+
+// Runs each registered start, where this process has one thread and has not run them yet.
+void recipe_process_start();
+
 }  // namespace tc::forking

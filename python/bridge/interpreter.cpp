@@ -150,18 +150,20 @@ void after_fork_in_parent() {
   PyOS_AfterFork_Parent();
   PyGILState_Release(g_fork_gil);
 }
-// The children forked between these hooks are recipes' processes (harness/recipe_process.cpp): each
-// forks, before any recipe code runs and while it has one thread, the template its DataLoader's fork
-// server will start from (python/torchconform/_forkserver.py; the template never returns here).
 void after_fork_in_child() {
   PyOS_AfterFork_Child();
-  if (PyObject* m = PyImport_ImportModule("torchconform._forkserver")) {
-    PyObject* r = PyObject_CallMethod(m, "start_template", nullptr);
-    Py_XDECREF(r);
-    Py_DECREF(m);
-  }
-  PyErr_Clear();  // no template: the fork server starts as a new interpreter
   PyGILState_Release(g_fork_gil);
+}
+
+// In a process that runs recipes' code (forking::recipe_process_start, before its first cell, one
+// thread): the template its DataLoaders' fork server will start from (python/torchconform/_forkserver.py;
+// the template never returns here). Without one the server starts as a new interpreter.
+void start_forkserver_template() {
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("torchconform._forkserver").attr("start_template")();
+  } catch (const std::exception&) {  // py::error_already_set too (it clears the Python error)
+  }
 }
 
 // What torch imports lazily on a recipe's first calls, which every recipe's process would import
@@ -231,6 +233,7 @@ void start() {
   if (!error.empty()) throw std::runtime_error(error);
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
   forking::add_warm_up(warm_up);
+  forking::add_recipe_process_start(start_forkserver_template);
 }
 
 // Hosted: this process is a Python (the team's interpreter, which imported the extension module
@@ -260,6 +263,7 @@ void adopt_running_interpreter() {
   if (!error.empty()) throw std::runtime_error(error);
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
   forking::add_warm_up(warm_up);
+  forking::add_recipe_process_start(start_forkserver_template);
 }
 
 }  // namespace

@@ -1,24 +1,27 @@
-"""A recipe's fork server started as a fork of the recipe's process at its start, not as a new
-interpreter. Internal: not the recipe API.
+"""A recipe's fork server started as a fork of a template its process made before its first cell,
+not as a new interpreter. Internal: not the recipe API.
 
 multiprocessing's "forkserver" start method (the Python reference's DataLoader asks for it; Python
 3.14's default) runs its server as a new interpreter, ``python -c "from multiprocessing.forkserver
 import main; main(...)"``, which imports the modules it is asked to preload (torch: 1.3 s of CPU on
-the 2-core machine, measured) before it forks the first worker. A recipe's process here is a fork
-of the judging process, which has torch imported (harness/util/forking.h). At that fork, while the
-process still has one thread and has run none of the recipe's code, `start_template()` forks a
-*template* that waits. When the recipe starts its fork server, the template is handed what the new
-interpreter would have been given: the command, the same file descriptors at the same numbers
-(stdin, stdout and stderr as they are then, the server's listener and its "alive" pipe), the working
-directory, the environment and sys.path; it closes every other descriptor and runs that command as
-the new interpreter would have. The preload's imports find their modules imported. The server is a
-child of the recipe's process, as the spawned one would be (multiprocessing waits on its pid).
+the 2-core machine, measured) before it forks the first worker. A process that runs recipes' code
+(a recipe's process, forked from the judging process or started by exec; a torchrun rank; a part's
+fresh process) has torch imported already. Before its first cell, while it still has one thread and
+none of its recipes has been set up (their files are imported), `start_template()` forks a
+*template* that waits (forking::recipe_process_start, harness/util/forking.h). When the recipe
+starts its fork server, the template is handed what the new interpreter would have been given: the
+command, the same file descriptors at the same numbers (stdin, stdout and stderr as they are then,
+the server's listener and its "alive" pipe), the working directory, the environment, sys.path and
+the process group; it closes every other descriptor and runs that command as the new interpreter
+would have. The preload's imports find their modules imported. The server is a child of the
+recipe's process, as the spawned one would be (multiprocessing waits on its pid).
 
-What differs from a new interpreter: the modules the judging process had imported before the fork
+What differs from a new interpreter: the modules the process had imported before the template
 (torch, this package, the recipes' modules) are in sys.modules already, and the interpreter's
-command-line flags are this process's. The recipe's own state is not: the template was made before
-any of its code ran. Anything else (a second server in the same process, a template gone, another
-process than the one that made it, no socket.send_fds) starts the new interpreter as before.
+command-line flags are this process's. The state the recipes' set-up and steps make is not: the
+template was made before the first cell. Anything else (a second server in the same process, a
+template gone, another process than the one that made it, a process with threads before its first
+cell, no socket.send_fds) starts the new interpreter as before.
 """
 from __future__ import annotations
 
@@ -58,9 +61,12 @@ def template_pid() -> Optional[int]:
 
 
 def start_template() -> None:
-    """In a recipe's process right after its fork (one thread, no recipe code run yet): fork the
-    template. Never raises: without a template the fork server starts as a new interpreter."""
+    """In a process that runs recipes' code, before its first cell, while it has one thread
+    (forking::recipe_process_start, harness/util/forking.h): fork the template. Never raises: without
+    a template the fork server starts as a new interpreter."""
     global _template
+    if _template is not None and _template.owner == os.getpid():
+        return  # this process has one (or gave it to its server)
     _template = None
     if not hasattr(socket, "send_fds"):
         return

@@ -271,8 +271,9 @@ worker.join()
 }
 
 // A recipe's process (a fork between the bridge's hooks, as harness/recipe_process.cpp makes it)
-// gets its DataLoader's fork server from the template it forked at its start
-// (python/torchconform/_forkserver.py), as a new interpreter would have started it: the preload
+// gets its DataLoader's fork server from the template it forked before its first cell
+// (forking::recipe_process_start, as run_cells calls it; python/torchconform/_forkserver.py), as a
+// new interpreter would have started it: the preload
 // imported, no descriptor of its parent but those multiprocessing passes (a pipe the forking process
 // held is closed), the environment as the process has it when the server starts (a variable given
 // after the fork, as run_body_in_child gives its own), the process's group. A second server (the
@@ -290,7 +291,8 @@ TEST(PythonBridgeForkServer, ARecipeProcessesServerIsItsTemplateStartedAsANewInt
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     setpgid(0, 0);
-    setenv("TC_TEMPLATE_PROBE", "given after the fork", 1);
+    forking::recipe_process_start();
+    setenv("TC_TEMPLATE_PROBE", "given after the template", 1);
     int rc = 3;
     {
       py::gil_scoped_acquire gil;
@@ -320,7 +322,7 @@ def seen_by_a_worker():
 def check(seen, which):
     if not seen["preloaded"]["torch"]: problems.append(which + ": the worker started without torch imported")
     if seen["inherited_pipe"]: problems.append(which + ": the worker holds a pipe its server's parent held")
-    if seen["env"] != "given after the fork": problems.append(which + ": TC_TEMPLATE_PROBE is %r" % seen["env"])
+    if seen["env"] != "given after the template": problems.append(which + ": TC_TEMPLATE_PROBE is %r" % seen["env"])
     if seen["pgid"] != os.getpgid(0): problems.append(which + ": the worker is in group %d" % seen["pgid"])
 check(seen_by_a_worker(), "first server")
 if made is None or forkserver._forkserver._forkserver_pid != made:
