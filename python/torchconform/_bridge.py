@@ -17,7 +17,7 @@ import torchconform
 from torchconform import _forkserver
 from torchconform.run import PROBES, Run, provides, recipe_description, recipe_name
 
-# A recipe's process (a fork of this one) gets its fork server from a template (_forkserver.py).
+# A process that runs recipes' code gets its fork server from a template (_forkserver.py).
 _forkserver.install()
 
 class SpecError(ValueError):

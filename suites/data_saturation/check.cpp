@@ -392,16 +392,23 @@ double credited_delay(const WaitAttempt& a) {
   return std::max(0.0, a.run_queue_delay_s - std::max(0.0, a.training_thread_delay_s));
 }
 
+namespace {
+
+double wait_fraction(const WaitAttempt& a) { return a.wait_s / std::max(1e-12, a.wall_s); }
+
+// The attempt's lower bound of the loader's own wait fraction (judge.h).
+double unexplained_fraction(const WaitAttempt& a) {
+  return std::max(0.0, a.wait_s - credited_delay(a)) / std::max(1e-12, a.wall_s);
+}
+
+}  // namespace
+
 bool data_wait_decided(const std::vector<WaitAttempt>& attempts, double bar) {
-  const auto fraction = [](const WaitAttempt& a) { return a.wait_s / std::max(1e-12, a.wall_s); };
-  const auto bound = [](const WaitAttempt& a) {
-    return std::max(0.0, a.wait_s - credited_delay(a)) / std::max(1e-12, a.wall_s);
-  };
   for (const WaitAttempt& a : attempts) {
-    if (fraction(a) <= bar) return true;
+    if (wait_fraction(a) <= bar) return true;
   }
   const size_t n = attempts.size();
-  return n >= 2 && bound(attempts[n - 2]) > 2.0 * bar && bound(attempts[n - 1]) > 2.0 * bar;
+  return n >= 2 && unexplained_fraction(attempts[n - 2]) > 2.0 * bar && unexplained_fraction(attempts[n - 1]) > 2.0 * bar;
 }
 
 bool batch_cost_in_band(double batch_cost_s, double step_s) {
@@ -418,8 +425,8 @@ DataWaitVerdict judge_data_wait(const std::vector<WaitAttempt>& attempts, double
   size_t least_unexplained = 0;
   for (size_t i = 0; i < attempts.size(); ++i) {
     const WaitAttempt& a = attempts[i];
-    const double fraction = a.wait_s / std::max(1e-12, a.wall_s);
-    const double unexplained = std::max(0.0, a.wait_s - credited_delay(a)) / std::max(1e-12, a.wall_s);
+    const double fraction = wait_fraction(a);
+    const double unexplained = unexplained_fraction(a);
     if (fraction < v.best_fraction) {
       v.best_fraction = fraction;
       v.best = i;
@@ -427,7 +434,7 @@ DataWaitVerdict judge_data_wait(const std::vector<WaitAttempt>& attempts, double
     // Ties (all explained) go to the attempt with the least wait.
     const WaitAttempt& held = attempts[least_unexplained];
     if (unexplained < v.unexplained_fraction ||
-        (unexplained == v.unexplained_fraction && fraction < held.wait_s / std::max(1e-12, held.wall_s))) {
+        (unexplained == v.unexplained_fraction && fraction < wait_fraction(held))) {
       v.unexplained_fraction = unexplained;
       least_unexplained = i;
     }
