@@ -65,6 +65,7 @@ add_executable(tc_harness_tests
   harness/tests/compare_numerics_test.cpp
   harness/tests/compare_test.cpp
   harness/tests/instructions_test.cpp
+  harness/tests/prepare_to_fork_test.cpp
   harness/qualify/tests/assess_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
@@ -72,6 +73,16 @@ add_executable(tc_harness_tests
 target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli tc_test_paths GTest::gtest_main)
 tc_torch_link_fixups(tc_harness_tests)
 tc_gtest_suites(tc_harness_tests LABELS unit)
+
+# What a fork of a process holding LibTorch costs, as loaded and after forking::prepare_to_fork
+# (Google Benchmark; figures by hand, see the file). CTest runs it briefly: it runs and counts.
+add_executable(tc_fork_bench harness/tests/fork_bench.cpp)
+target_link_libraries(tc_fork_bench PRIVATE tc_harness benchmark::benchmark)
+tc_use_torch_pch(tc_fork_bench)
+tc_torch_link_fixups(tc_fork_bench)
+add_test(NAME bench.fork_cost COMMAND tc_fork_bench --benchmark_min_time=0.05)
+set_tests_properties(bench.fork_cost PROPERTIES LABELS "bench;unit" TIMEOUT 120
+                     PASS_REGULAR_EXPRESSION "fork/prepared[^\n]*anon_mib=[^\n]*huge_mib=")
 
 # The Python bridge (python/bridge), where it is built: Python recipes through tc::Run.
 if(TC_PYTHON_EMBED_BUILT)

@@ -19,6 +19,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include "harness/util/forking.h"
+
 namespace tc::ref {
 namespace {
 
@@ -78,6 +80,7 @@ ParseLimits parse_limits() {
 void parse_in_child(const std::string& what, const ParseLimits& limits, const std::function<void()>& parse) {
   int fds[2];
   if (pipe(fds) != 0) throw std::runtime_error(std::string("pipe failed: ") + std::strerror(errno));
+  tc::forking::prepare_to_fork();
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);

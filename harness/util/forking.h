@@ -20,7 +20,20 @@ bool single_threaded();
 void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)());
 
 // fork() between the hooks: fork's value (-1 with errno set when it failed; the parent's hooks ran).
+// Calls prepare_to_fork() first.
 pid_t fork_with_hooks();
+
+// Makes this process cheaper to fork, once it holds LibTorch: fork() copies one page-table entry
+// for each 4 KiB page of private memory (LibTorch's heap, the CUDA libraries' zero-filled data:
+// about 190 MiB, a fork and its child's exit about 17 ms of CPU where LibTorch's CPU libraries
+// alone take 3 ms). Each large anonymous region that is nearly all resident (nothing added to the
+// memory it holds) is mapped with 2 MiB pages instead (madvise MADV_COLLAPSE, Linux 6.1 and later;
+// elsewhere nothing changes), whose entries a fork copies one per 2 MiB. Runs again only where the
+// process's anonymous memory grew by 32 MiB since; cheap otherwise. Every fork of this project that
+// keeps the process's memory (fork_with_hooks, a bounded parse, a kill trial) calls it first.
+// TORCHCONFORM_FORK_HUGE_PAGES=0 turns it off. Returns the MiB it mapped with 2 MiB pages this time
+// (0 where none, or not supported).
+long prepare_to_fork();
 
 // Work a runtime does once in this process before the first recipe's process is forked from it
 // (harness/recipe_process.cpp calls warm_up() before it decides between fork and exec): loading

@@ -19,6 +19,7 @@
 
 #include "harness/contract/scratch.h"
 #include "harness/contract/state_probes.h"
+#include "harness/util/forking.h"
 #include "harness/util/posix_fs.h"
 #include "harness/util/sha256.h"
 #include "harness/util/text_format.h"
@@ -234,6 +235,7 @@ bool kill_one_save(Run& run, const std::string& path, std::chrono::microseconds 
                    std::vector<std::string>& started, std::chrono::microseconds& longest_save) {
   int fds[2];
   if (pipe(fds) != 0) throw HarnessError("pipe failed");
+  forking::prepare_to_fork();
   pid_t pid = fork();
   if (pid < 0) throw HarnessError("fork failed");
   if (pid == 0) {
