@@ -44,8 +44,6 @@ namespace {
 
 // The seeds' bar: the device waits on data for at most 5% of its step time.
 constexpr double kMaxWaitFraction = 0.05;
-// The most of that bar the loader's hand-over of a ready batch may take (the step is lengthened).
-constexpr double kHandoverShareOfBar = 0.25;
 // Batch cost / step time. 1.2: one worker waits ~1 - 1/1.2 = 17% of the time (far above 5%);
 // two workers need 0.5 core in all (kCpuShare), which leaves room on a 2-core machine that is
 // also running other work.
@@ -90,6 +88,7 @@ struct Sizing {
   std::optional<SimulatedDevice> device;  // nullopt: the real step (CUDA)
   double step_s = 0.0;
   double handover_s = 0.0;  // CPU: the recipe's loader's wait per step for batches that cost nothing
+  int handover_measurements = 0;  // CPU: how many measured it (simulated_step_s, judge.h)
   int64_t rounds = 0;
   std::chrono::microseconds read_latency{0};
   double batch_cost_s = 0.0;  // measured with `rounds` and the latency, made on the training thread
@@ -141,11 +140,14 @@ Sizing size_augmentation(const CheckContext& ctx, LoaderProbe& probe) {
     o.steps = 12;
     o.device = SimulatedDevice(std::chrono::duration_cast<std::chrono::microseconds>(kCpuStep));
     s.handover_s = std::numeric_limits<double>::infinity();
+    const double floor_s = std::chrono::duration<double>(kCpuStep).count();
     for (int r = 0; r < 3; ++r) {
       const DataWaitStats st = probe.measure_data_wait(o);
       s.handover_s = std::min(s.handover_s, st.wait_s / static_cast<double>(std::max<int64_t>(1, st.steps)));
+      s.handover_measurements = r + 1;
+      s.step_s = simulated_step_s(s.handover_s, floor_s, kMaxWaitFraction);
+      if (s.step_s <= floor_s) break;  // at its floor: a smaller hand-over cannot change it
     }
-    s.step_s = std::max(std::chrono::duration<double>(kCpuStep).count(), s.handover_s / (kHandoverShareOfBar * kMaxWaitFraction));
     s.device = SimulatedDevice(std::chrono::microseconds(std::llround(s.step_s * 1e6)));
   }
   const int64_t probe_rounds = 200;
@@ -305,6 +307,7 @@ void data_wait(const CheckContext& ctx, LoaderProbe& probe, const Sizing& s, Fin
   nlohmann::json& m = out.metrics();
   m["device_step_s"] = s.step_s;
   m["handover_s"] = s.handover_s;
+  m["handover_measurements"] = s.handover_measurements;
   m["device"] = s.device ? "simulated (sleep)" : "real train step";
   m["augment_rounds"] = s.rounds;
   m["augment_cpu_share_of_step"] = kCpuShare;
@@ -409,6 +412,10 @@ bool data_wait_decided(const std::vector<WaitAttempt>& attempts, double bar) {
   }
   const size_t n = attempts.size();
   return n >= 2 && unexplained_fraction(attempts[n - 2]) > 2.0 * bar && unexplained_fraction(attempts[n - 1]) > 2.0 * bar;
+}
+
+double simulated_step_s(double handover_s, double floor_s, double bar) {
+  return std::max(floor_s, handover_s / (kHandoverShareOfBar * bar));
 }
 
 bool batch_cost_in_band(double batch_cost_s, double step_s) {

@@ -22,6 +22,15 @@ namespace tc {
 inline constexpr std::pair<double, double> kBatchCostBand{1.1, 1.45};
 bool batch_cost_in_band(double batch_cost_s, double step_s);
 
+// The simulated device's step on the CPU: `floor_s`, lengthened where the loader's hand-over of a
+// ready batch (`handover_s`: its least wait per step with batches that cost nothing) would take more
+// than a quarter of `bar` of it (a Python DataLoader's workers pickle each batch: a few ms). The
+// hand-over is measured up to three times and the least kept; once a measurement leaves the step at
+// its floor, a smaller one cannot change the step, and the measurements stop (a loader of threads
+// in the recipe's own process hands over in microseconds: one measurement instead of three).
+inline constexpr double kHandoverShareOfBar = 0.25;
+double simulated_step_s(double handover_s, double floor_s, double bar);
+
 // One measurement of the step loop with the recipe's loader.
 struct WaitAttempt {
   double wait_s = 0.0;             // the loop blocked in the loader's next()

@@ -136,6 +136,16 @@ TEST(DataSaturationDataWait, AttemptsStopWhenTheyDecide) {
   EXPECT_FALSE(data_wait_decided({}, kBar));
 }
 
+TEST(DataSaturationSizing, TheStepLengthensOnlyWhereTheHandOverTakesAQuarterOfTheBar) {
+  // Recorded hand-overs (2-core AMD EPYC): the reference's threads 0.126 ms leave the 30 ms floor,
+  // so its first measurement ends the sizing's; workers_0 (batches made on the loop's thread)
+  // 0.546 ms and the Python reference's DataLoader 1.27 ms lengthen it to 43.7 and 101.6 ms.
+  EXPECT_DOUBLE_EQ(simulated_step_s(0.126e-3, 0.030, 0.05), 0.030);
+  EXPECT_DOUBLE_EQ(simulated_step_s(0.375e-3, 0.030, 0.05), 0.030);  // a quarter of 5% of 30 ms
+  EXPECT_NEAR(simulated_step_s(0.5458e-3, 0.030, 0.05), 43.66e-3, 1e-5);
+  EXPECT_NEAR(simulated_step_s(1.2705e-3, 0.030, 0.05), 101.64e-3, 1e-5);
+}
+
 TEST(DataSaturationSizing, TheBatchCostMustLandInTheBandTheVerdictAssumes) {
   // The five false alarms of the sweep at load average 7-8: batches of 66.6, 62.0, 50.9 and 72.0 ms
   // against a 30 ms step are outside (two correct workers would need more than a core); gen-120238's
