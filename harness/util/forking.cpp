@@ -62,7 +62,7 @@ long collapse_dense_regions() {
   };
   Region regions[64];
   int n = 0;
-  char line[512];
+  char line[4096];  // a mapping's line holds its path: up to PATH_MAX
   uintptr_t begin = 0, end = 0;
   bool candidate = false;
   while (std::fgets(line, sizeof line, f) != nullptr) {
