@@ -24,15 +24,15 @@ void add_hooks(void (*before)(), void (*in_parent)(), void (*in_child)());
 pid_t fork_with_hooks();
 
 // Makes this process cheaper to fork, once it holds LibTorch: fork() copies one page-table entry
-// for each 4 KiB page of private memory (LibTorch's heap, the CUDA libraries' zero-filled data:
-// about 190 MiB, a fork and its child's exit about 17 ms of CPU where LibTorch's CPU libraries
-// alone take 3 ms). Each large anonymous region that is nearly all resident (nothing added to the
-// memory it holds) is mapped with 2 MiB pages instead (madvise MADV_COLLAPSE, Linux 6.1 and later;
-// elsewhere nothing changes), whose entries a fork copies one per 2 MiB. Runs again only where the
-// process's anonymous memory grew by 32 MiB since; cheap otherwise. Every fork of this project that
-// keeps the process's memory (fork_with_hooks, a bounded parse, a kill trial) calls it first.
-// TORCHCONFORM_FORK_HUGE_PAGES=0 turns it off. Returns the MiB it mapped with 2 MiB pages this time
-// (0 where none, or not supported).
+// for each 4 KiB page of private memory (LibTorch's heap, an 87 MiB region beside cuBLASLt's
+// data: about 190 MiB; a fork, its child's exit and the wait for it took 13-17 ms where LibTorch's
+// CPU libraries alone take 3 ms). Each large anonymous region that is nearly all resident (nothing
+// added to the memory it holds) is mapped with 2 MiB pages instead (madvise MADV_COLLAPSE, Linux
+// 6.1 and later; elsewhere nothing changes), whose entries a fork copies one per 2 MiB. Runs again
+// only in a new process or where the process's anonymous memory grew by 32 MiB since; cheap
+// otherwise. Every fork of this project that keeps the process's memory (fork_with_hooks, a
+// bounded parse, a kill trial) calls it first. TORCHCONFORM_FORK_HUGE_PAGES=0 turns it off.
+// Returns the MiB it mapped with 2 MiB pages this time (0 where none, or not supported).
 long prepare_to_fork();
 
 // Work a runtime does once in this process before the first recipe's process is forked from it
