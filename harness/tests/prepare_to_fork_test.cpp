@@ -86,8 +86,14 @@ TEST(PrepareToFork, DenseRegionsOnlyAndAForkSeesTheSameBytes) {
 
   const long mib = forking::prepare_to_fork();
   const Smaps dense_after = smaps_of(dense), sparse_after = smaps_of(sparse);
-  EXPECT_EQ(sparse_after.rss_kib, sparse_before.rss_kib) << "a sparse region must not be filled in";
-  EXPECT_EQ(sparse_after.anon_huge_kib, 0);
+  if (sparse_before.rss_kib < static_cast<long>(bytes / 1024 / 2)) {
+    EXPECT_EQ(sparse_after.rss_kib, sparse_before.rss_kib) << "a sparse region must not be filled in";
+    EXPECT_EQ(sparse_after.anon_huge_kib, sparse_before.anon_huge_kib);
+  } else {
+    // transparent_hugepage=always gives a region 2 MiB pages at its first touch: nothing is sparse.
+    std::printf("the kernel made the sparse region resident at its first touches (%ld KiB): its assertions "
+                "are left out\n", sparse_before.rss_kib);
+  }
   if (collapses) {
     EXPECT_GE(mib, 90) << "the dense region's 2 MiB-aligned part";
     EXPECT_GE(dense_after.anon_huge_kib, 90 * 1024) << "dense region: " << dense_after.rss_kib << " KiB resident";
