@@ -1,7 +1,7 @@
 // forking::prepare_to_fork (harness/util/forking.h): which regions it maps with 2 MiB pages, that it
 // adds nothing to a sparse region's memory, that a fork after it sees the same bytes (and the
 // parent keeps its own when the child writes), and that a second call with nothing grown is free.
-// What it saves is measured by tc_fork_bench (harness/tests/fork_bench.cpp), not here.
+// What it saves is measured by tc_fork_bench (harness/fork_bench.cpp), not here.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
