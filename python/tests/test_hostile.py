@@ -215,11 +215,14 @@ class KillingTheRunLeavesNothing(unittest.TestCase):
             proc = subprocess.Popen([BINARY, "run", "--device", "cpu", "--check", "eval_mode", "--recipe", "hostile_hang",
                                      "--python", f"{HOSTILE}:WaitsForever", "--json", "", "--html", ""],
                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-            # Wait for the recipe's process (a child holding TORCHCONFORM_PARENT_PID = the run).
+            # Wait for the recipe's process: a child running this binary in a process group of its
+            # own (a fork of the run, or an exec of it). Not any child: the run's embedded Python
+            # starts `ldconfig -p` for a few milliseconds while torch is imported (traced), and a
+            # poll that saw only that child found none a moment later (CI, 2026-12-06).
             deadline = time.time() + 60
-            while time.time() < deadline and not children_of(proc.pid):
+            while time.time() < deadline and not recipe_processes(proc.pid):
                 time.sleep(0.2)
-            kids = children_of(proc.pid)
+            kids = recipe_processes(proc.pid)
             self.assertTrue(kids, "the recipe's process never started")
             time.sleep(3)
             os.kill(proc.pid, sig)
@@ -248,6 +251,23 @@ def children_of(pid):
                         out.append(int(entry))
             except (OSError, ValueError, IndexError):
                 pass
+    return out
+
+
+def recipe_processes(pid):
+    """pid's children that run this binary and lead a process group of their own: the recipe's
+    process (harness/child_process.cpp), not a helper (after its exec another program; before it,
+    a vfork'd child in the run's group)."""
+    binary = os.path.realpath(BINARY)
+    out = []
+    for child in children_of(pid):
+        try:
+            with open(f"/proc/{child}/stat") as f:
+                group = int(f.read().rsplit(")", 1)[1].split()[2])
+            if group == child and os.path.realpath(os.readlink(f"/proc/{child}/exe")) == binary:
+                out.append(child)
+        except (OSError, ValueError, IndexError):
+            pass
     return out
 
 
