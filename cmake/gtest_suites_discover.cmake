@@ -22,8 +22,14 @@ foreach(line IN LISTS lines)
   # "Suite." at the start of a line (a typed or parameterised suite adds "  # TypeParam = ...").
   if(line MATCHES "^([A-Za-z_][A-Za-z0-9_/]*)\\.")
     set(suite "${CMAKE_MATCH_1}")
+    # A suite whose name ends in "Slow" is in the slow tier too (label slow: ci/nightly runs it,
+    # ci/test leaves it out): what only a long run proves.
+    set(suite_labels "${labels}")
+    if(suite MATCHES "Slow$")
+      list(APPEND suite_labels slow)
+    endif()
     string(APPEND text "add_test(\"${short}/${suite}.*\" \"${EXE}\" \"--gtest_filter=${suite}.*\")\n"
-                       "set_tests_properties(\"${short}/${suite}.*\" PROPERTIES LABELS \"${labels}\" TIMEOUT ${TIMEOUT}"
+                       "set_tests_properties(\"${short}/${suite}.*\" PROPERTIES LABELS \"${suite_labels}\" TIMEOUT ${TIMEOUT}"
                        " WORKING_DIRECTORY \"${WORKDIR}\")\n")
     math(EXPR n "${n} + 1")
   endif()

@@ -190,6 +190,12 @@ constexpr std::chrono::microseconds kUnfinishedSaveCap = std::chrono::seconds(2)
 // save under way counts too), and a child that never finishes one proves nothing (the cell errs).
 constexpr int kTrialsWithoutAFinishedSave = 10;
 
+// "12.3 ms", "2 s" (%.3g of the unit: printf's %g writes 2000 ms as "2e+03").
+std::string duration_text(std::chrono::microseconds d) {
+  const double ms = static_cast<double>(d.count()) / 1e3;
+  return ms < 1000.0 ? fmt::sig(ms, 3) + " ms" : fmt::sig(ms / 1e3, 3) + " s";
+}
+
 // The saving child of a kill trial (below): shift the state, say "D" + its digest, save, say "S",
 // over and over until killed.
 [[noreturn]] void save_until_killed(Run& run, const std::string& path, int fd) {
@@ -352,7 +358,7 @@ void atomic_save(const CheckContext& ctx, const Saved& s, Findings& out) {
   if (completed_saves == 0 || exited_early > 0) {
     throw HarnessError("the saving child processes of " + std::to_string(run_trials) + " kill trials completed " +
                        std::to_string(completed_saves) + " saves (the longest seen, or cut by a kill, " +
-                       fmt::sig(static_cast<double>(longest_save.count()) / 1e3, 3) + " ms) and " +
+                       duration_text(longest_save) + ") and " +
                        std::to_string(exited_early) + " stopped on their own: the kill trials prove nothing");
   }
   if (broken > 0) {

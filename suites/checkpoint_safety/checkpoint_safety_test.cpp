@@ -83,5 +83,45 @@ TEST(CheckpointSafetyKillTrials, ASaveSlowerInTheSavingChildGrowsTheWindowUntilS
   EXPECT_EQ(c.metrics.value("kill_trials", 0), 20) << c.metrics.dump().substr(0, 800);
 }
 
+// A save that never ends in the saving child (as one waiting on a lock that a thread of the judging
+// process held at the fork, which no thread of the child will ever release), while it ends in the
+// process that built the run. No kill trial can see a save finish: the trials stop after
+// kTrialsWithoutAFinishedSave (10) of the quick tier's 20, and the cell errs saying the trials prove
+// nothing, rather than holding or breaking atomic_save on saves that never ran. Each trial's window
+// grows from the save cut by the kill, up to its cap (2 s), and the trials wait it out: about 20 s,
+// mostly asleep, hence the slow tier (a suite named *Slow: cmake/gtest_suites_discover.cmake).
+class SaveNeverEndsInTheChild : public ref::ReferenceRun {
+ public:
+  void save_checkpoint(const std::string& path) override {
+    if (getpid() != built_in_) {
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until the trial's SIGKILL
+    }
+    ReferenceRun::save_checkpoint(path);
+  }
+
+ private:
+  const pid_t built_in_ = getpid();
+};
+
+TEST(CheckpointSafetyKillTrialsSlow, ASaveThatNeverEndsInTheSavingChildStopsTheTrialsAfterTenAndErrs) {
+  Registry reg;
+  reg.add_check(*Registry::global().find_check("checkpoint_safety"));
+  reg.add_recipe({"save_never_ends_in_the_child", "test-only recipe", {}, testing_recipes::make<SaveNeverEndsInTheChild>(),
+                  __FILE__, __LINE__});
+  RunPlan plan;
+  plan.devices = {{"cpu", true, ""}};
+  plan.checks = {"checkpoint_safety"};
+  plan.quick = true;  // up to 20 kill trials
+  const Cell c = run_cells(reg, plan).at(0);
+  std::cout << c.evidence << "\n";
+  // An error's cell keeps its evidence, not its metrics: the counts are read there.
+  EXPECT_EQ(c.verdict, Verdict::kError) << c.evidence;
+  EXPECT_NE(c.evidence.find("of 10 kill trials completed 0 saves"), std::string::npos) << c.evidence;
+  EXPECT_NE(c.evidence.find("and 0 stopped on their own: the kill trials prove nothing"), std::string::npos) << c.evidence;
+  EXPECT_NE(c.evidence.find("(the longest seen, or cut by a kill, 2 s)"), std::string::npos)
+      << "the unfinished save counted up to its 2 s cap: " << c.evidence;
+  EXPECT_EQ(c.evidence.find("atomic_save"), std::string::npos) << "no verdict on atomic_save: " << c.evidence;
+}
+
 }  // namespace
 }  // namespace tc
