@@ -66,16 +66,21 @@ class SlowerSaveInTheChild : public ref::ReferenceRun {
   const pid_t built_in_ = getpid();
 };
 
-TEST(CheckpointSafetyKillTrials, ASaveSlowerInTheSavingChildGrowsTheWindowUntilSavesFinish) {
+// checkpoint_safety's cell on the CPU for a one-off recipe, in the quick tier's length (20 kill
+// trials at most).
+Cell quick_cell(const std::string& recipe, RunFactory make) {
   Registry reg;
   reg.add_check(*Registry::global().find_check("checkpoint_safety"));
-  reg.add_recipe({"slower_save_in_the_child", "test-only recipe", {}, testing_recipes::make<SlowerSaveInTheChild>(),
-                  __FILE__, __LINE__});
+  reg.add_recipe({recipe, "test-only recipe", {}, std::move(make), __FILE__, __LINE__});
   RunPlan plan;
   plan.devices = {{"cpu", true, ""}};
   plan.checks = {"checkpoint_safety"};
-  plan.quick = true;  // 20 kill trials
-  const Cell c = run_cells(reg, plan).at(0);
+  plan.quick = true;
+  return run_cells(reg, plan).at(0);
+}
+
+TEST(CheckpointSafetyKillTrials, ASaveSlowerInTheSavingChildGrowsTheWindowUntilSavesFinish) {
+  const Cell c = quick_cell("slower_save_in_the_child", testing_recipes::make<SlowerSaveInTheChild>());
   std::cout << c.evidence << "\n";
   EXPECT_EQ(testing_recipes::promise_status(c, "atomic_save"), "held") << c.evidence;
   EXPECT_GT(c.metrics.value("kill_trials_completed_saves", 0), 0) << c.metrics.dump().substr(0, 800);
@@ -104,15 +109,7 @@ class SaveNeverEndsInTheChild : public ref::ReferenceRun {
 };
 
 TEST(CheckpointSafetyKillTrialsSlow, ASaveThatNeverEndsInTheSavingChildStopsTheTrialsAfterTenAndErrs) {
-  Registry reg;
-  reg.add_check(*Registry::global().find_check("checkpoint_safety"));
-  reg.add_recipe({"save_never_ends_in_the_child", "test-only recipe", {}, testing_recipes::make<SaveNeverEndsInTheChild>(),
-                  __FILE__, __LINE__});
-  RunPlan plan;
-  plan.devices = {{"cpu", true, ""}};
-  plan.checks = {"checkpoint_safety"};
-  plan.quick = true;  // up to 20 kill trials
-  const Cell c = run_cells(reg, plan).at(0);
+  const Cell c = quick_cell("save_never_ends_in_the_child", testing_recipes::make<SaveNeverEndsInTheChild>());
   std::cout << c.evidence << "\n";
   // An error's cell keeps its evidence, not its metrics: the counts are read there.
   EXPECT_EQ(c.verdict, Verdict::kError) << c.evidence;
