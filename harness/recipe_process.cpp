@@ -165,26 +165,40 @@ void take_streamed_cells(const Registry& registry, const std::vector<PlannedCell
   }
 }
 
-// The cell at `next` ran `elapsed` s, past its deadline: the process is stopped, the cell gets
-// where it hung, and the group's later cells are not started again.
-void stop_at_deadline(const Registry& registry, const std::vector<PlannedCell>& group, const RunPlan& plan,
-                      child::Process& process, const std::string& crumb, const std::string& log, double elapsed,
-                      size_t& next, const Finish& finish) {
+// The process is stopped where it is (`how` it was stopped, after `elapsed` s; `started`: it had
+// reached its first cell): the cell at `next` gets where it was, and the group's later cells are not
+// started again.
+void stop_at_deadline(const Registry& registry, const std::vector<PlannedCell>& group, child::Process& process,
+                      const std::string& crumb, const std::string& log, bool started, const std::string& how,
+                      double elapsed, size_t& next, const Finish& finish) {
   const std::string where = breadcrumb::describe(crumb);
   const std::string output = child::tail_of(log, 1500);  // read first: stopped, the child removes its scratch
   process.wait_until(Clock::now());  // SIGTERM to the group, SIGKILL 5 s later
-  const std::string how = "killed after " + std::to_string(static_cast<long>(elapsed)) + " s (the cell's deadline, " +
-                          std::to_string(deadline_s(group[next], plan)) + " s: " +
-                          (plan.cell_timeout_s > 0 ? "--cell-timeout" : "the check's Timeout, or --cell-timeout") + ")";
   finish(unfinished(registry, group[next], unfinished_cell_evidence("was " + how, group[next].check->name, where, output, ""),
                     elapsed));
   const std::string hung = group[next].check->name;
+  const std::string why = started ? "the recipe's process hung in " + hung + " and was killed at the deadline"
+                                  : "the recipe's process hung in its start-up, before " + hung + ", and was killed";
   for (++next; next < group.size(); ++next) {
     finish(unfinished(registry, group[next],
-                      "not run: the recipe's process hung in " + hung + " and was killed at the deadline; a recipe that "
-                      "hangs once is not started again for its other cells (each would wait out a deadline)",
+                      "not run: " + why + "; a recipe that hangs once is not started again for its other cells (each "
+                      "would wait out a deadline)",
                       0));
   }
+}
+
+std::string deadline_how(const PlannedCell& p, const RunPlan& plan, double elapsed) {
+  return "killed after " + std::to_string(static_cast<long>(elapsed)) + " s (the cell's deadline, " +
+         std::to_string(deadline_s(p, plan)) + " s: " +
+         (plan.cell_timeout_s > 0 ? "--cell-timeout" : "the check's Timeout, or --cell-timeout") + ")";
+}
+
+std::string startup_how(const RunPlan& plan, bool by_exec, double elapsed) {
+  return "killed after " + std::to_string(static_cast<long>(elapsed)) + " s still starting, before its first cell (" +
+         (by_exec ? "started by exec, it loads this program, the Python interpreter, torch and the recipe's module "
+                    "again; "
+                  : "") +
+         "the bound on a start-up, " + std::to_string(plan.startup_timeout_s) + " s: --startup-timeout)";
 }
 
 }  // namespace
@@ -203,8 +217,11 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
     const std::string stream = scratch.file("cells.jsonl"), crumb = scratch.file("breadcrumb"),
                       log = scratch.file("output.log");
     std::unique_ptr<child::Process> process;
+    bool by_exec = false;
     try {
-      process = std::make_unique<child::Process>(recipe_process_spec(registry, rest, plan, scratch, stream, crumb));
+      child::Spec spec = recipe_process_spec(registry, rest, plan, scratch, stream, crumb);
+      by_exec = !spec.body;
+      process = std::make_unique<child::Process>(std::move(spec));
     } catch (const std::exception& e) {
       for (; next < group.size(); ++next) {
         finish(unfinished(registry, group[next], std::string("harness error: cannot start the recipe's process: ") + e.what(), 0));
@@ -212,11 +229,19 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
       break;
     }
     std::streamoff offset = 0;
-    auto cell_start = Clock::now();
-    bool ended = false;
+    // A cell's deadline counts from where it starts: the first, from the end of the process's start-up
+    // (its breadcrumb file, opened before its first cell), which has a bound of its own; each later
+    // one, from the cell before it streamed back.
+    auto cell_start = Clock::now();  // until the first cell starts: the process's start
+    bool started = false, ended = false;
     for (;;) {
       const bool exited = process->finished();
+      const size_t before = next;
       take_streamed_cells(registry, group, stream, offset, next, cell_start, finish);
+      if (!started && (next > before || ::access(crumb.c_str(), F_OK) == 0)) {
+        started = true;
+        if (next == before) cell_start = Clock::now();
+      }
       if (next >= group.size()) {
         process->wait_until(Clock::now() + std::chrono::seconds(30));  // its exit status says nothing more
         ended = true;
@@ -224,8 +249,15 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
       }
       if (exited) break;
       const double elapsed = std::chrono::duration<double>(Clock::now() - cell_start).count();
-      if (elapsed > deadline_s(group[next], plan)) {
-        stop_at_deadline(registry, group, plan, *process, crumb, log, elapsed, next, finish);
+      if (!started && elapsed > plan.startup_timeout_s) {
+        stop_at_deadline(registry, group, *process, crumb, log, false, startup_how(plan, by_exec, elapsed), elapsed, next,
+                         finish);
+        ended = true;
+        break;
+      }
+      if (started && elapsed > deadline_s(group[next], plan)) {
+        stop_at_deadline(registry, group, *process, crumb, log, true, deadline_how(group[next], plan, elapsed), elapsed,
+                         next, finish);
         ended = true;
         break;
       }

@@ -12,10 +12,13 @@
 // --device D --cell-stream F --breadcrumb B ...` started by exec, which loads everything again
 // (0.4 s for the C++ binary here, 2.75 s for a Python recipe's interpreter and torch). It watches
 // the child:
-//  - a cell that is not finished by its deadline (the check's Timeout, or `run --cell-timeout`) is
-//    `error` "killed after N s during <check>, in <method>": the process group is killed, and the
-//    recipe's cells after it are `error` too (not started again: a recipe that hangs once would
-//    hang each time, a deadline each);
+//  - a cell that is not finished by its deadline (the check's Timeout, or `run --cell-timeout`),
+//    counted from where the cell starts (the first: from the end of the process's start-up, when it
+//    opens its breadcrumb file), is `error` "killed after N s during <check>, in <method>": the
+//    process group is killed, and the recipe's cells after it are `error` too (not started again: a
+//    recipe that hangs once would hang each time, a deadline each);
+//  - a process that has not reached its first cell within RunPlan::startup_timeout_s is stopped the
+//    same way, its first cell `error` "killed after N s still starting, before its first cell";
 //  - a process that ends before its cells are finished (any exit status, a signal) leaves the cell
 //    it was in `error` "the recipe's process exited with status 0 during <check>, in <method>", with
 //    the end of its output; the cells after it run in a new process.

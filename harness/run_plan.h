@@ -48,6 +48,10 @@ struct RunPlan {
   bool fork_recipe_processes = true;
   // A cell's deadline in its recipe's process, in seconds; 0: the check's own (CheckInfo::timeout_s).
   int cell_timeout_s = 0;
+  // The bound on a recipe process's start-up, in seconds: from its start to its first cell (an exec
+  // loads this program, the interpreter, torch and the recipe's module again). It is not part of any
+  // cell's deadline: the deadline counts from where the cell starts.
+  int startup_timeout_s = 120;
   // Not empty: this process is a recipe's process (`run --cell-stream FILE`): each finished cell is
   // appended to FILE as one JSON line, for the process that started it.
   std::string cell_stream;

@@ -47,6 +47,7 @@ struct RunArgs {
   bool in_process = false;   // no recipe processes (a debugger's run)
   std::string recipe_processes = "fork";  // how they start: fork (while single-threaded) or exec
   int cell_timeout_s = 0;    // 0: each check's own Timeout
+  int startup_timeout_s = 120;  // a recipe process's start-up, apart from the cells' deadlines
   std::string cell_stream;   // a recipe's process: where its finished cells go (recipe_process.h)
   std::string breadcrumb;    // a recipe's process: where it keeps its place (util/breadcrumb.h)
   std::string json_path = "reports/latest.json";
@@ -94,6 +95,8 @@ RunPlan plan_run(const Registry& reg, const RunArgs& a) {
   plan.part = a.part;
   if (a.cell_timeout_s < 0) throw UsageError("--cell-timeout must be a number of seconds, 0 for each check's own");
   plan.cell_timeout_s = a.cell_timeout_s;
+  if (a.startup_timeout_s <= 0) throw UsageError("--startup-timeout must be a positive number of seconds");
+  plan.startup_timeout_s = a.startup_timeout_s;
   plan.cell_stream = a.cell_stream;
   plan.fork_recipe_processes = a.recipe_processes == "fork";
   // The judging process runs no recipe code: each recipe's cells go to a process of their own,
@@ -243,7 +246,13 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   run->add_option("--parse-seconds", a->parse_seconds, "Time a checkpoint's first parse may take (default 60)");
   run->add_option("--cell-timeout", a->cell_timeout_s,
                   "A cell's deadline in seconds (default 0: each check's own, 900 s unless it says more); a cell "
-                  "not finished by then is killed and is `error`, naming where the recipe was");
+                  "not finished by then is killed and is `error`, naming where the recipe was. It counts from the "
+                  "cell's start, not the start-up of the recipe's process (--startup-timeout)");
+  run->add_option("--startup-timeout", a->startup_timeout_s,
+                  "The time a recipe's process may take to start, in seconds, before its first cell: loading this "
+                  "program, the Python interpreter, torch and the recipe's module again where it starts by exec "
+                  "(default 120). Past it the process is killed and its first cell is `error`")
+      ->capture_default_str();
   run->add_flag("--in-process", a->in_process,
                 "Run the recipes' code in this process (for a debugger): a recipe that exits, crashes or hangs "
                 "then ends or stalls the run, and no cell has a deadline. By default each recipe runs in a "

@@ -24,7 +24,7 @@ CLASSES = {  # recipe name -> class in hostile.py
     "hostile_exit_zero": "ExitsZeroMidRun", "hostile_sigkill": "KillsItself", "hostile_abort": "Aborts",
     "hostile_hang": "WaitsForever", "hostile_world": "ChangesTheProcess", "hostile_nan_loss": "NanLoss",
     "hostile_blow_up": "BlowsUp", "hostile_no_steps": "NoSteps", "hostile_constant_loss": "ConstantLoss",
-    "hostile_wrong_types": "WrongTypes", "hostile_unicode": "PrintsUnicode",
+    "hostile_wrong_types": "WrongTypes", "hostile_unicode": "PrintsUnicode", "starts_slowly": "StartsSlowly",
 }
 
 
@@ -56,6 +56,23 @@ def judged_run(start):
     return tmp, proc, cells
 
 
+def startup_run(sleep_s, extra):
+    """One TinyRun recipe whose module sleeps `sleep_s` s when imported in a recipe's process started
+    by exec (TORCHCONFORM_RECIPE_PROCESS is set there; the judging process imports it at once), as
+    a slow or stuck start-up would: eval_mode and checkpoint_safety on it."""
+    tmp = tempfile.mkdtemp(prefix="tc-hostile-")
+    atexit.register(shutil.rmtree, tmp, True)
+    path = os.path.join(tmp, "starts_slowly.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("import os, sys, time\nsys.path.insert(0, %r)\nfrom tiny_run import TinyRun\n" % HERE)
+        f.write("if os.environ.get('TORCHCONFORM_RECIPE_PROCESS') == '1':\n    time.sleep(%r)\n" % sleep_s)
+        f.write("class StartsSlowly(TinyRun):\n    name = 'starts_slowly'\n")
+    started = time.time()
+    proc, cells = run(["starts_slowly"], ["eval_mode", "checkpoint_safety"], tmp, hostile=path,
+                      extra=["--recipe-processes", "exec", *extra])
+    return tmp, proc, cells, time.time() - started
+
+
 def sanity_run():
     tmp = tempfile.mkdtemp(prefix="tc-hostile-")
     atexit.register(shutil.rmtree, tmp, True)
@@ -64,7 +81,7 @@ def sanity_run():
     return tmp, proc, cells
 
 
-_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=3)
+_POOL = concurrent.futures.ThreadPoolExecutor(max_workers=5)
 _RUNS = {}
 
 
@@ -78,6 +95,10 @@ def start_runs():
         _RUNS["fork"] = _POOL.submit(judged_run, "fork")
         _RUNS["exec"] = _POOL.submit(judged_run, "exec")
         _RUNS["sanity"] = _POOL.submit(sanity_run)
+        # A start-up longer than the cells' deadline (10 s of sleep, 8 s deadline) under the default
+        # bound on start-ups (120 s), and one that never ends under a bound of 5 s.
+        _RUNS["slow_start"] = _POOL.submit(startup_run, 10, ["--cell-timeout", "8"])
+        _RUNS["stuck_start"] = _POOL.submit(startup_run, 3600, ["--startup-timeout", "5"])
     return _RUNS
 
 
@@ -141,6 +162,36 @@ class TheJudgeSurvivesTheJudged(unittest.TestCase):
 class TheJudgeSurvivesTheJudgedStartedByExec(TheJudgeSurvivesTheJudged):
     """The same, each recipe's process started by exec (what a judging process with threads does)."""
     START = "exec"
+
+
+class StartUpIsNotTheCellsTime(unittest.TestCase):
+    """A cell's deadline counts from the cell's start, not from the start of its recipe's process: by
+    exec, on a loaded machine, the start-up alone (this program, the interpreter, torch and the
+    recipe's module loaded again) once ate a 20 s deadline (ci/test-under-load, 2026-12-06). The
+    start-up has a bound of its own (run --startup-timeout)."""
+
+    def test_a_start_up_longer_than_the_deadline_leaves_the_cells_their_time(self):
+        tmp, proc, cells, _ = start_runs()["slow_start"].result()
+        c = cells.get(("eval_mode", "starts_slowly"))
+        self.assertIsNotNone(c, proc.stderr[-3000:])
+        self.assertEqual(c["verdict"], "ok", c["evidence"])
+        # TinyRun offers no bare_model(): the cell after it ran in the same process and skipped itself.
+        c = cells[("checkpoint_safety", "starts_slowly")]
+        self.assertEqual(c["verdict"], "skipped", c["evidence"])
+        self.assertIn("does not provide bare_model()", c["evidence"])
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+
+    def test_a_start_up_that_never_ends_is_stopped_at_its_own_bound(self):
+        tmp, proc, cells, seconds = start_runs()["stuck_start"].result()
+        self.assertEqual(proc.returncode, 1, proc.stderr[-3000:])
+        first, second = cells[("eval_mode", "starts_slowly")], cells[("checkpoint_safety", "starts_slowly")]
+        self.assertEqual(first["verdict"], "error")
+        self.assertIn("still starting, before its first cell (started by exec", first["evidence"])
+        self.assertIn("the bound on a start-up, 5 s: --startup-timeout", first["evidence"])
+        self.assertEqual(second["verdict"], "error")
+        self.assertIn("not run: the recipe's process hung in its start-up, before eval_mode", second["evidence"])
+        self.assertGreaterEqual(first["duration_s"], 5)
+        self.assertLess(seconds, 120)  # stopped at its bound (5 s, SIGKILL 5 s after SIGTERM), not the default's
 
 
 class SanityBeforeJudgement(unittest.TestCase):
