@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suites/amp/speed_judge.h"
+#include "suites/amp/throughput.h"
 #include "harness/testing/test_paths.h"
 
 namespace tc::amp {
@@ -157,6 +158,21 @@ TEST(AmpSpeedBars, MalformedRoundsAreRefusedByName) {
   nlohmann::json missing = j;
   missing.erase("recipe_fp32_s");
   EXPECT_THROW(speed_rounds_from_json(missing), std::runtime_error);
+}
+
+// The CPU workload is fitted to the machine where its narrower dtype's matmuls are slow (the timing
+// rounds would spend most of their time there), and left as it is elsewhere. Recorded figures: one
+// step of the 4x64 block's matmuls in bf16 (the fixtures' gemm_amp_s medians, and this project's
+// AVX2-only EPYC of 2026-12-06, `run --check amp --recipe reference`: 0.452 s).
+TEST(AmpSpeedBars, TheCpuWorkloadIsCutOnlyWhereTheDtypesMatmulsAreSlow) {
+  EXPECT_EQ(fitted_seq(64, 0.0045), 64);  // amx_xeon.json
+  EXPECT_EQ(fitted_seq(64, 0.0083), 64);  // avx512_bf16_epyc.json
+  EXPECT_EQ(fitted_seq(64, 0.0658), 64);  // avx2_only_epyc.json: slower than fp32, under the target
+  EXPECT_EQ(fitted_seq(64, kDtypeStepTarget), 64);
+  EXPECT_EQ(fitted_seq(64, 0.452), 16);  // 0.113 s at 16 tokens
+  EXPECT_EQ(fitted_seq(64, 0.25), 16);   // 0.125 s at 32 is over the target
+  EXPECT_EQ(fitted_seq(64, 0.24), 32);
+  EXPECT_EQ(fitted_seq(64, 60.0), kMinFittedSeq);  // never below 8 tokens, however slow
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <functional>
@@ -326,10 +327,61 @@ Measured time_steps(const CheckContext& ctx, const std::function<double()>& mine
   return m;
 }
 
-nlohmann::json throughput_metrics(const Measured& m, const WorkloadSize& size, const std::vector<int64_t>& split) {
+}  // namespace
+
+int64_t fitted_seq(int64_t seq, double dtype_matmuls_s) {
+  int64_t out = seq;
+  for (double predicted = dtype_matmuls_s; predicted > kDtypeStepTarget && out / 2 >= kMinFittedSeq; predicted /= 2) {
+    out /= 2;
+  }
+  return out;
+}
+
+namespace {
+
+// The CPU workload fitted to this machine's `dtype` matmuls. It was sized for a single-threaded
+// fp32 step of 50-65 ms, where the dtype runs as fast or faster (AVX-512 BF16, AMX). A CPU without
+// native arithmetic in the dtype runs it far slower (an AVX2-only EPYC: the block's bf16 matmuls
+// 0.43-0.45 s against 0.016 s in fp32, 26x), and three of each round's six timed steps are in the
+// dtype: the protocol's 7 rounds took 9.7 s of a 10.2 s cell. There the tokens per sequence are
+// halved until the dtype's matmuls (timed once on a quarter of the tokens, the thread's CPU time,
+// 1 thread) would take at most kDtypeStepTarget, down to 8. The same block, batch and split: what
+// is judged (the recipe's AMP step against the reference's, the machine's gain against its
+// ceiling) is measured on one size for all six, and where the dtype is that slow its matmuls are
+// still nearly the whole step (recorded each time: the steps' and the matmuls' medians).
+struct Fitted {
+  WorkloadSize size;
+  std::string why;  // empty: not cut
+};
+Fitted fitted_workload(const WorkloadSize& size, const c10::Device& device, c10::ScalarType dtype, uint64_t seed) {
+  Fitted f{size, ""};
+  if (device.is_cuda() || dtype == c10::kFloat) return f;
+  // Timed on a quarter of the tokens (the linears' work is per token, and a quarter costs a
+  // quarter: where the dtype is fast this probe is a few ms), scaled to the whole.
+  WorkloadSize quarter = size;
+  quarter.seq = std::max<int64_t>(kMinFittedSeq, size.seq / 4);
+  double t = 0;
+  {
+    TimingScope timing(false);
+    t = seconds(matmuls_of(quarter, device, dtype, seed + 2), false) * static_cast<double>(size.seq) /
+        static_cast<double>(quarter.seq);
+  }
+  const int64_t seq = fitted_seq(size.seq, t);
+  if (seq == size.seq) return f;
+  f.size.seq = seq;
+  f.why = "tokens per sequence cut from " + std::to_string(size.seq) + " to " + std::to_string(seq) + ": this CPU's " +
+          dtype_name(dtype) + " matmuls would take " + fmt::sig(t, 3) + " s a step at " + std::to_string(size.batch) + "x" +
+          std::to_string(size.seq) + " tokens (timed at " + std::to_string(quarter.batch) + "x" +
+          std::to_string(quarter.seq) + "), over the " + fmt::sig(kDtypeStepTarget, 2) + " s a timed step is sized for";
+  return f;
+}
+
+nlohmann::json throughput_metrics(const Measured& m, const Fitted& fitted, const std::vector<int64_t>& split) {
   const SpeedVerdict& v = m.v;
+  const WorkloadSize& size = fitted.size;
   return {{"workload", {{"batch", size.batch}, {"seq", size.seq}, {"dim", size.dim}, {"heads", size.heads}, {"ff", size.ff},
-                        {"flops_per_step", step_flops(size)}}},
+                        {"flops_per_step", step_flops(size)},
+                        {"fitted", fitted.why.empty() ? nlohmann::json() : nlohmann::json(fitted.why)}}},
           {"hardware", m.hardware},
           {"micro_batches", split},
           {"rounds", to_json(m.r)},
@@ -413,8 +465,9 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
                 Findings& out) {
   const c10::Device device = ctx.device == "cuda" ? c10::Device(c10::kCUDA) : c10::Device(c10::kCPU);
   const std::string d = dtype_name(dtype);
-  const WorkloadSize size = workload_size(device);
   const uint64_t seed = static_cast<uint64_t>(ctx.seed) + 101;
+  const Fitted fitted = fitted_workload(workload_size(device), device, dtype, seed);
+  const WorkloadSize& size = fitted.size;
   std::function<double()> mine = recipe.amp_step_on(make_workload(size, device, seed));
   std::function<double()> mine32 = recipe_fp32.amp_step_on(make_workload(size, device, seed));
   if (!mine || !mine32) {
@@ -426,8 +479,9 @@ void throughput(const CheckContext& ctx, AmpProbe& recipe, AmpProbe& recipe_fp32
     return;
   }
   const std::vector<int64_t> split = recipe_split(recipe, size.batch);
-  const Measured m = time_steps(ctx, mine, mine32, split, size, dtype, seed);
-  out.metrics()["throughput_" + d] = throughput_metrics(m, size, split);
+  Measured m = time_steps(ctx, mine, mine32, split, size, dtype, seed);
+  if (!fitted.why.empty()) m.workload += " (" + fitted.why + ")";
+  out.metrics()["throughput_" + d] = throughput_metrics(m, fitted, split);
   amp_procedure_speed(m, d, out);
   throughput_against_ceiling(m, d, split.size() > 1, out);
 }

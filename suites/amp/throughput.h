@@ -4,7 +4,8 @@
 // Workload: a transformer block (reference/transformer.h, at::scaled_dot_product_attention) sized
 // per device so that its matmuls dominate the step: on the CPU a single-threaded fp32 step of
 // about 50-65 ms on this project's build machine (batch 4 x 64 tokens, width 256, MLP 1024); on a
-// CUDA GPU batch 32 x 512 tokens, width 1024, MLP 4096 (1.3 TFLOP per step).
+// CUDA GPU batch 32 x 512 tokens, width 1024, MLP 4096 (1.3 TFLOP per step). On a CPU whose
+// narrower dtype's matmuls are slow, fewer tokens per sequence (fitted_seq below).
 //
 // Protocol: one warm-up each, then rounds that time six things on copies of the workload: the
 // reference's fp32 and AMP steps, the recipe's own fp32 and AMP steps (AmpProbe::amp_step_on on an
@@ -35,6 +36,13 @@ struct WorkloadSize {
   int64_t batch = 4, seq = 64, dim = 256, heads = 4, ff = 1024, classes = 4;
 };
 WorkloadSize workload_size(const c10::Device& device);
+// On the CPU the check fits the workload to the machine (throughput.cpp, fitted_workload): where
+// one step's matmuls in the narrower dtype would take `dtype_matmuls_s` at `seq` tokens per
+// sequence, the tokens are halved until they would take at most kDtypeStepTarget (twice the fp32
+// step the CPU workload was sized for), down to kMinFittedSeq. Returns the tokens per sequence.
+inline constexpr double kDtypeStepTarget = 0.12;
+inline constexpr int64_t kMinFittedSeq = 8;
+int64_t fitted_seq(int64_t seq, double dtype_matmuls_s);
 ref::TransformerOptions transformer_options(const WorkloadSize& s);
 // Matmul FLOPs of one training step of the block (forward, and backward twice the forward less
 // the input gradient of the first layer, which the step does not compute); elementwise work,
