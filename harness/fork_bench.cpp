@@ -15,31 +15,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstring>
-
 #include <ATen/Parallel.h>
 
 #include "harness/util/forking.h"
+#include "harness/util/posix_fs.h"
 
 namespace {
 
-// A field of a /proc/self file in MiB ("RssAnon" of status, "AnonHugePages" of smaps_rollup).
+// A field of a /proc/self file in MiB ("RssAnon" of status, "AnonHugePages" of smaps_rollup); -1
+// where it cannot be read.
 double proc_mib(const char* file, const char* field) {
-  FILE* f = std::fopen(file, "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  double mib = -1;
-  const size_t n = std::strlen(field);
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    long kib = 0;
-    if (std::strncmp(line, field, n) == 0 && line[n] == ':' && std::sscanf(line + n + 1, "%ld", &kib) == 1) {
-      mib = static_cast<double>(kib) / 1024.0;
-      break;
-    }
-  }
-  std::fclose(f);
-  return mib;
+  const long kib = tc::posix_fs::proc_kib(file, field);
+  return kib < 0 ? -1.0 : static_cast<double>(kib) / 1024.0;
 }
 
 void fork_and_wait(benchmark::State& state, bool prepared) {

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "harness/util/posix_fs.h"
+
 namespace tc::forking {
 namespace {
 
@@ -38,19 +40,6 @@ constexpr long kHugePage = 2L << 20;
 constexpr long kRegrowKiB = 32L << 10;  // anonymous memory grown since the last pass: pass again
 pid_t g_prepared_in = 0;
 long g_prepared_anon_kib = 0;
-
-// RssAnon of /proc/self/status, KiB; -1 where unreadable.
-long anon_kib() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kib = -1;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    if (std::sscanf(line, "RssAnon: %ld kB", &kib) == 1) break;
-  }
-  std::fclose(f);
-  return kib;
-}
 
 // Collapses each anonymous private writable region (no file: the heap, a library's .bss) of at
 // least 8 MiB whose pages are at least 90% resident: MiB collapsed.
@@ -101,7 +90,7 @@ long collapse_dense_regions() {
 
 long prepare_to_fork() {
   if (const char* v = std::getenv("TORCHCONFORM_FORK_HUGE_PAGES"); v != nullptr && std::strcmp(v, "0") == 0) return 0;
-  const long kib = anon_kib();
+  const long kib = posix_fs::proc_kib("/proc/self/status", "RssAnon");
   if (kib < 0) return 0;
   if (g_prepared_in == getpid() && kib < g_prepared_anon_kib + kRegrowKiB) return 0;
   g_prepared_in = getpid();

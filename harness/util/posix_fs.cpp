@@ -72,4 +72,19 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   if (!out) throw std::runtime_error("cannot write " + path);
 }
 
+long proc_kib(const std::string& file, const std::string& field) {
+  FILE* f = std::fopen(file.c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, field.c_str(), field.size()) == 0 && line[field.size()] == ':' &&
+        std::sscanf(line + field.size() + 1, "%ld", &kib) == 1) {
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib;
+}
+
 }  // namespace tc::posix_fs

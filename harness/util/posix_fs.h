@@ -27,5 +27,9 @@ std::string read_bytes(const std::string& path);
 // Replaces the file with `bytes` (not atomically: see atomic_file.h for that); throws
 // std::runtime_error naming the path when the write fails.
 void write_bytes(const std::string& path, const std::string& bytes);
+// N of the first line "FIELD: N kB" of a /proc file such as /proc/self/status or
+// /proc/self/smaps_rollup (the field's whole name: RssAnon is not RssAnonX), in KiB; -1 where the
+// file or the field cannot be read.
+long proc_kib(const std::string& file, const std::string& field);
 
 }  // namespace tc::posix_fs

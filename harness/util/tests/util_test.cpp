@@ -82,5 +82,18 @@ TEST_F(Scratch, MakeDirsRemoveTreeAndNames) {
   EXPECT_EQ(posix_fs::base_name("a/b/c.json"), "c.json");
 }
 
+// The /proc reader forking::prepare_to_fork and the fork benchmark share: a field by its whole name.
+TEST_F(Scratch, ProcKibReadsAFieldByItsWholeName) {
+  const std::string f = dir + "/status";
+  posix_fs::write_bytes(f, "RssAnonX:\t  7 kB\nRssAnon:\t   1234 kB\nRssFile: 99 kB\nOdd: kB\n");
+  EXPECT_EQ(posix_fs::proc_kib(f, "RssAnon"), 1234);
+  EXPECT_EQ(posix_fs::proc_kib(f, "RssFile"), 99);
+  EXPECT_EQ(posix_fs::proc_kib(f, "Rss"), -1);        // a prefix of a name is not the name
+  EXPECT_EQ(posix_fs::proc_kib(f, "Odd"), -1);        // no number
+  EXPECT_EQ(posix_fs::proc_kib(f, "Missing"), -1);
+  EXPECT_EQ(posix_fs::proc_kib(dir + "/gone", "RssAnon"), -1);
+  EXPECT_GT(posix_fs::proc_kib("/proc/self/status", "VmRSS"), 0);  // this process's own
+}
+
 }  // namespace
 }  // namespace tc
