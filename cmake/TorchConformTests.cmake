@@ -521,7 +521,7 @@ add_test(NAME example.user_recipe
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
 # The user projects compile through ccache with paths under this clone made relative (as the build's
 # own launcher does), so a clone in another folder hits what this one compiled.
-set(TC_USER_PROJECT_CCACHE_ENV "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR};CCACHE_NOHASHDIR=true")
+set(TC_USER_PROJECT_CCACHE_ENV "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR};CCACHE_NOHASHDIR=true;CCACHE_INODECACHE=true")
 # One after the other (RESOURCE_LOCK): their projects share sources, and the second one's compiles
 # are then ccache's hits of the first one's (cmake/script_step.cmake, user_project).
 set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}"
