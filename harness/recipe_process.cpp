@@ -168,9 +168,9 @@ void take_streamed_cells(const Registry& registry, const std::vector<PlannedCell
 // The process is stopped where it is (`how` it was stopped, after `elapsed` s; `started`: it had
 // reached its first cell): the cell at `next` gets where it was, and the group's later cells are not
 // started again.
-void stop_at_deadline(const Registry& registry, const std::vector<PlannedCell>& group, child::Process& process,
-                      const std::string& crumb, const std::string& log, bool started, const std::string& how,
-                      double elapsed, size_t& next, const Finish& finish) {
+void stop_process(const Registry& registry, const std::vector<PlannedCell>& group, child::Process& process,
+                  const std::string& crumb, const std::string& log, bool started, const std::string& how,
+                  double elapsed, size_t& next, const Finish& finish) {
   const std::string where = breadcrumb::describe(crumb);
   const std::string output = child::tail_of(log, 1500);  // read first: stopped, the child removes its scratch
   process.wait_until(Clock::now());  // SIGTERM to the group, SIGKILL 5 s later
@@ -238,7 +238,7 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
       const bool exited = process->finished();
       const size_t before = next;
       take_streamed_cells(registry, group, stream, offset, next, cell_start, finish);
-      if (!started && (next > before || ::access(crumb.c_str(), F_OK) == 0)) {
+      if (!started && (next > before || posix_fs::exists(crumb))) {
         started = true;
         if (next == before) cell_start = Clock::now();
       }
@@ -249,15 +249,9 @@ std::vector<Cell> run_group_in_recipe_process(const Registry& registry, const st
       }
       if (exited) break;
       const double elapsed = std::chrono::duration<double>(Clock::now() - cell_start).count();
-      if (!started && elapsed > plan.startup_timeout_s) {
-        stop_at_deadline(registry, group, *process, crumb, log, false, startup_how(plan, by_exec, elapsed), elapsed, next,
-                         finish);
-        ended = true;
-        break;
-      }
-      if (started && elapsed > deadline_s(group[next], plan)) {
-        stop_at_deadline(registry, group, *process, crumb, log, true, deadline_how(group[next], plan, elapsed), elapsed,
-                         next, finish);
+      if (elapsed > (started ? deadline_s(group[next], plan) : plan.startup_timeout_s)) {
+        const std::string how = started ? deadline_how(group[next], plan, elapsed) : startup_how(plan, by_exec, elapsed);
+        stop_process(registry, group, *process, crumb, log, started, how, elapsed, next, finish);
         ended = true;
         break;
       }
