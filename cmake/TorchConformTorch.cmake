@@ -50,8 +50,9 @@ target_compile_options(tc_torch_pch PUBLIC ${TORCH_CXX_FLAGS})
 target_precompile_headers(tc_torch_pch PRIVATE <torch/torch.h>)
 # Its compile never sees the .gch it replaces (cmake/fresh_pch.sh): the header's ccache key is then
 # the same in every build directory, old or new.
-set_target_properties(tc_torch_pch PROPERTIES CXX_COMPILER_LAUNCHER
-                      "${CMAKE_CURRENT_LIST_DIR}/fresh_pch.sh;${CMAKE_CXX_COMPILER_LAUNCHER}")
+# (Unquoted: without a launcher of the build's, no empty argument follows the script.)
+set(tc_pch_launcher ${CMAKE_CURRENT_LIST_DIR}/fresh_pch.sh ${CMAKE_CXX_COMPILER_LAUNCHER})
+set_target_properties(tc_torch_pch PROPERTIES CXX_COMPILER_LAUNCHER "${tc_pch_launcher}")
 
 # Every TU that includes torch reuses that PCH.
 function(tc_use_torch_pch target)
