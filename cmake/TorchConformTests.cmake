@@ -519,12 +519,11 @@ add_test(NAME example.user_recipe
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -DSTOCK_BINARY=$<TARGET_FILE:torchconform> -DPYTHON=${TC_PYTHON}
                  -P ${PROJECT_SOURCE_DIR}/cmake/example_test.cmake)
-# The user projects compile through ccache with paths under this clone made relative (as the build's
-# own launcher does), so a clone in another folder hits what this one compiled.
-set(TC_USER_PROJECT_CCACHE_ENV "CCACHE_BASEDIR=${PROJECT_SOURCE_DIR};CCACHE_NOHASHDIR=true;CCACHE_INODECACHE=true")
+# The user projects compile through ccache with the build's own settings (TC_CCACHE_ENV, CMakeLists.txt:
+# paths under this clone made relative), so a clone in another folder hits what this one compiled.
 # One after the other (RESOURCE_LOCK): their projects share sources, and the second one's compiles
 # are then ccache's hits of the first one's (cmake/script_step.cmake, user_project).
-set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}"
+set_tests_properties(example.user_recipe PROPERTIES LABELS example TIMEOUT 1500 ENVIRONMENT "${TC_CCACHE_ENV}"
                      RESOURCE_LOCK tc_user_projects)
 # The two previous releases' user projects (examples/compat/user_recipe-0.3 and -0.4, frozen)
 # against this build, from one install.
@@ -534,7 +533,7 @@ add_test(NAME compat.user_recipes
                  -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
                  -DTORCH_PREFIX=${TC_TORCH_CMAKE_PREFIX} -DLAUNCHER=${CCACHE_PROGRAM}
                  -P ${PROJECT_SOURCE_DIR}/cmake/compat_test.cmake)
-set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 ENVIRONMENT "${TC_USER_PROJECT_CCACHE_ENV}"
+set_tests_properties(compat.user_recipes PROPERTIES LABELS example TIMEOUT 1800 ENVIRONMENT "${TC_CCACHE_ENV}"
                      RESOURCE_LOCK tc_user_projects)
 # The wheel as a Python team gets it (pyproject.toml; python/tests/test_wheel.py): built by pip
 # (scikit-build-core) in build-wheel/ from the objects ccache holds, installed into a fresh venv of
