@@ -73,7 +73,7 @@ install(EXPORT torchconformTargets NAMESPACE torchconform:: DESTINATION ${TC_INS
 
 # The stock binary, finding LibTorch where it was linked from.
 set_target_properties(torchconform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
-install(TARGETS torchconform RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS torchconform torchconform-rank RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 # The Python recipe API beside it (`run --python FILE.py:Class`, docs/python.md): the pure-Python
 # package `torchconform` a recipe imports. The binary (python/bridge/interpreter.cpp) looks for it

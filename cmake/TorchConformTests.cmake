@@ -66,11 +66,13 @@ add_executable(tc_harness_tests
   harness/tests/compare_test.cpp
   harness/tests/instructions_test.cpp
   harness/tests/prepare_to_fork_test.cpp
+  harness/tests/rank_server_test.cpp
   harness/qualify/tests/assess_test.cpp
   harness/tests/report_json_test.cpp
   harness/tests/runner_test.cpp
   harness/tests/trend_test.cpp)
 target_link_libraries(tc_harness_tests PRIVATE tc_harness tc_cli tc_test_paths GTest::gtest_main)
+add_dependencies(tc_harness_tests torchconform-rank)  # rank_server_test runs the shim
 tc_torch_link_fixups(tc_harness_tests)
 tc_gtest_suites(tc_harness_tests LABELS unit)
 
@@ -592,6 +594,12 @@ if(TC_PYTHON_EMBED_BUILT)
   add_test(NAME python.two_nodes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_two_nodes.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.two_nodes PROPERTIES LABELS "python;multi" TIMEOUT 600)
+  # torchrun ranks forked from the run's template against ranks started by exec (harness/rank_server.h):
+  # the same distributed cell both ways, ok, and what each rank saw (its module imported there, with
+  # torchrun's RANK; torchrun's variables in os.environ; OMP_NUM_THREADS followed).
+  add_test(NAME python.forked_ranks
+           COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_forked_ranks.py $<TARGET_FILE:torchconform>)
+  set_tests_properties(python.forked_ranks PROPERTIES LABELS "unit;python;multi" TIMEOUT 600)
   # The distributed check on a DDP recipe written apart from the reference (fsdp_mlp_run.py trained
   # replicated: torch's DistributedSampler, DDP, get_state_dict): ok, every promise held or, where
   # the recipe gives no batch indices or last batch, recorded as not judged, never broken.

@@ -6,6 +6,7 @@
 #include "harness/child_process.h"
 #include "harness/contract/scratch.h"
 #include "harness/devices.h"
+#include "harness/rank_server.h"
 #include "harness/run_plan.h"
 #include "harness/settings.h"
 #include "harness/util/posix_fs.h"
@@ -57,6 +58,9 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   CellChild spec;
   spec.launcher = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
                    "--max-restarts=0", "--no-python"};
+  // Each rank forked from the run's template where there is one (harness/rank_server.h), else by exec.
+  const std::vector<std::string> forked = rank_server::launcher_prefix(ctx.device, plan.executable);
+  spec.launcher.insert(spec.launcher.end(), forked.begin(), forked.end());
   spec.executable = plan.executable;
   spec.extra = {"--work-dir", work.file("out")};
   spec.timeout = std::chrono::seconds(env_positive_int("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", 300));
@@ -66,6 +70,7 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   nlohmann::json metrics = c.metrics.is_object() ? c.metrics : nlohmann::json::object();
   metrics["launch_wall_s"] = got.exit.wall_s;
   metrics["torchrun_exit_code"] = got.exit.exit_code;
+  metrics["ranks_started_by"] = forked.empty() ? "exec" : "fork";
   if (c.verdict == Verdict::kSkipped) throw SkipCell(c.evidence);
   if (c.verdict == Verdict::kError) throw HarnessError(label + ": " + c.evidence);
   const int expected_exit = (c.verdict == Verdict::kOk) ? 0 : 1;  // rank 0's `run` exit code

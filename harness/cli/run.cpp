@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "harness/cli.h"
 #include "harness/cli/common.h"
 #include "harness/console.h"
 #include "harness/contract/python_loader.h"
@@ -20,6 +21,7 @@
 #include "harness/devices.h"
 #include "harness/html_writer.h"
 #include "harness/multi_process.h"
+#include "harness/rank_server.h"
 #include "harness/recipe_process.h"
 #include "harness/report_json.h"
 #include "harness/runner.h"
@@ -167,12 +169,40 @@ void apply_parse_limits(const RunArgs& a) {
   if (a.parse_seconds > 0) setenv("TORCHCONFORM_PARSE_SECONDS", std::to_string(a.parse_seconds).c_str(), 1);
 }
 
+// torchrun's ranks on the CPU forked from a template made now, before any recipe file is loaded
+// (harness/rank_server.h), where this run may launch a multi-process check there; elsewhere, or
+// where the template cannot be made, they start by exec.
+void start_rank_template(const RunArgs& a) {
+  // A recipe's process, a part's or a rank: its judging process made the template, or none.
+  if (under_torchrun() || !a.cell_stream.empty() || !a.part.empty()) return;
+  unsetenv(rank_server::kSocketVar);  // one inherited from another run is that run's
+  if (a.recipe_processes != "fork" || a.no_distributed) return;
+  bool cpu = false;
+  for (const DeviceSlot& d : resolve_devices(a.device)) cpu = cpu || (d.name == "cpu" && d.available);
+  const std::vector<std::string> checks = split_list(a.checks);
+  bool multi = false;
+  for (const CheckInfo& c : Registry::global().checks()) {
+    multi = multi || (c.multi_process() && (checks.empty() || std::find(checks.begin(), checks.end(), c.name) != checks.end()));
+  }
+  if (!cpu || !multi) return;
+  if (!a.python.empty()) {
+    const PythonStarter* start = python_starter();
+    try {
+      if (start == nullptr || !(*start)()) return;
+    } catch (const std::exception&) {
+      return;  // load_python_recipes says why the interpreter cannot start
+    }
+  }
+  (void)rank_server::start(cli_main, self_executable());  // not made: the ranks start by exec
+}
+
 int cmd_run(const RunArgs& a, int argc, char** argv) {
   apply_parse_limits(a);
   apply_thread_count();  // before the environment is captured: the report records the count used
   // The device before the Python recipes load (an interpreter and torch, seconds): `--device cuda`
   // on a machine without one is told at once (plan_run resolves the devices again, for the plan).
   (void)resolve_devices(a.device);
+  start_rank_template(a);
   load_python_recipes(a.python);
   RunArgs args = a;  // generated recipes named by --recipe (gen-17, gen-1..20-*) made and spelt out
   args.recipes = Registry::global().materialize(split_list(a.recipes));
@@ -260,7 +290,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
   run->add_option("--recipe-processes", a->recipe_processes,
                   "How each recipe's process starts: fork (a copy of this process, with the libraries, the "
                   "interpreter and the recipes' modules loaded already; exec when this process has started "
-                  "threads) or exec (this program started again, everything loaded again: slower)")
+                  "threads) or exec (this program started again, everything loaded again: slower). With fork "
+                  "a torchrun rank on the CPU is forked too, from a copy of this process made before any recipe "
+                  "file is loaded (the recipe's module is imported in the rank, as by exec)")
       ->check(CLI::IsMember({"fork", "exec"}))
       ->capture_default_str();
   run->add_option("--json", a->json_path, "Report JSON path ('' to skip)")->capture_default_str();

@@ -10,4 +10,12 @@ bool set_python_loader(PythonLoader loader) { return PythonLoaderSlot::set(std::
 
 const PythonLoader* python_loader() { return PythonLoaderSlot::get(); }
 
+using PythonStarterSlot = OneSlot<PythonStarter, struct PythonStarterSlotTag>;
+
+bool set_python_starter(PythonStarter starter) {
+  return PythonStarterSlot::set(std::move(starter), "a Python interpreter starter");
+}
+
+const PythonStarter* python_starter() { return PythonStarterSlot::get(); }
+
 }  // namespace tc

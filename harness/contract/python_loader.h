@@ -40,4 +40,13 @@ bool set_python_loader(PythonLoader loader);
 // The registered loader; nullptr in a binary built without the Python bridge.
 const PythonLoader* python_loader();
 
+// Starts the interpreter the loader uses, imports torch and warms up what every recipe's process
+// would import (harness/util/forking.h: warm_up), and loads no recipe file: the state a torchrun
+// rank's template is forked in (harness/rank_server.h). True when this process embeds the
+// interpreter it started; false in a hosting Python (the wheel's module: its ranks start by exec).
+// Throws std::runtime_error when the interpreter cannot start.
+using PythonStarter = std::function<bool()>;
+bool set_python_starter(PythonStarter starter);
+const PythonStarter* python_starter();  // nullptr without the bridge
+
 }  // namespace tc

@@ -1,6 +1,7 @@
 #include "harness/util/forking.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ int g_warm_count = 0;
 void (*g_starts[kMaxHooks])() = {};
 int g_start_count = 0;
 pid_t g_started_in = 0;  // the process that ran the starts (0: none)
+void (*g_refreshes[kMaxHooks])() = {};
+int g_refresh_count = 0;
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25  // Linux 6.1 (older headers lack it; an older kernel answers EINVAL)
@@ -142,6 +145,29 @@ void recipe_process_start() {
   if (g_start_count == 0 || g_started_in == getpid() || !single_threaded()) return;
   g_started_in = getpid();
   for (int i = 0; i < g_start_count; ++i) g_starts[i]();
+}
+
+void add_environment_refresh(void (*refresh)()) {
+  for (int i = 0; i < g_refresh_count; ++i) {
+    if (g_refreshes[i] == refresh) return;
+  }
+  if (g_refresh_count < kMaxHooks) g_refreshes[g_refresh_count++] = refresh;
+}
+
+void environment_replaced() {
+  // OpenMP's, when the program has it (LibTorch's libgomp): looked up, not linked, so that this
+  // library stays without it.
+  if (const char* v = std::getenv("OMP_NUM_THREADS"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    using SetThreads = void (*)(int);
+    if (*end == '\0' && n >= 1 && n <= 4096) {
+      if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads")); set != nullptr) {
+        set(static_cast<int>(n));
+      }
+    }
+  }
+  for (int i = 0; i < g_refresh_count; ++i) g_refreshes[i]();
 }
 
 pid_t fork_with_hooks() {

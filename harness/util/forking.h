@@ -56,4 +56,13 @@ void add_recipe_process_start(void (*start)());
 // Runs each registered start, where this process has one thread and has not run them yet.
 void recipe_process_start();
 
+// A runtime that keeps its own copy of the environment registers here (the embedded CPython's
+// os.environ, read from the C environment once, when the interpreter starts). A process forked from
+// a template whose environment is then replaced by another process's (a torchrun rank forked by
+// harness/rank_server.h) calls environment_replaced(): each refresh runs, and OpenMP's thread count
+// is set again from OMP_NUM_THREADS where that is set (libgomp reads it once, when it is loaded;
+// torchrun sets it for its workers). At most 4; registering one twice has no effect.
+void add_environment_refresh(void (*refresh)());
+void environment_replaced();
+
 }  // namespace tc::forking

@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -125,6 +127,7 @@ def _tc_forkserver_takes_sys_path():
 )PY";
 
 InterpreterInfo g_info;
+bool g_embedded = false;  // started by this process (start()), not a hosting Python's
 
 // Imports torch, refuses a version other than this build's LibTorch (the message: `whose` `version`
 // `versus` LibTorch `advice`), then the bridge's helpers; returns torch. The caller holds the GIL.
@@ -182,6 +185,28 @@ void warm_up() {
   }
 }
 
+// A process forked from a template and given another process's environment (a torchrun rank forked
+// by harness/rank_server.h, forking::environment_replaced): os.environ (and os.environb, the same
+// mapping) as the C environment is now. CPython reads the environment into os.environ once, when
+// it starts, so without this a rank's os.environ would hold the template's, not torchrun's RANK,
+// WORLD_SIZE or MASTER_PORT (init_process_group's env:// reads them there).
+void refresh_os_environ() {
+  py::gil_scoped_acquire gil;
+  try {
+    py::dict data;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq == nullptr || eq == *e) continue;
+      data[py::bytes(*e, static_cast<size_t>(eq - *e))] = py::bytes(eq + 1);
+    }
+    py::object mapping = py::module_::import("os").attr("environ").attr("_data");
+    mapping.attr("clear")();
+    mapping.attr("update")(data);
+  } catch (py::error_already_set& e) {
+    std::fprintf(stderr, "torchconform: could not refresh os.environ: %s\n", describe_python_error(e).c_str());
+  }
+}
+
 void start() {
   // UTF-8 whatever the locale (CI's is often C/POSIX, whose encoding is ASCII): a recipe printing
   // "✓", opening a UTF-8 file without an encoding, or living in a folder named in UTF-8 works as under
@@ -234,6 +259,7 @@ void start() {
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
   forking::add_warm_up(warm_up);
   forking::add_recipe_process_start(start_forkserver_template);
+  forking::add_environment_refresh(refresh_os_environ);
 }
 
 // Hosted: this process is a Python (the team's interpreter, which imported the extension module
@@ -280,6 +306,7 @@ void ensure_interpreter() {
       adopt_running_interpreter();
     } else {
       start();
+      g_embedded = true;
     }
     started = true;
   } catch (const std::exception& e) {
@@ -289,6 +316,8 @@ void ensure_interpreter() {
 }
 
 const InterpreterInfo& interpreter_info() { return g_info; }
+
+bool embedded_interpreter() { return g_embedded; }
 
 py::module_ bridge_module() { return py::module_::import("torchconform._bridge"); }
 

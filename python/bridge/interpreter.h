@@ -39,6 +39,10 @@ struct InterpreterInfo {
 };
 const InterpreterInfo& interpreter_info();
 
+// Whether this process started the interpreter it embeds (false before ensure_interpreter(), and in a
+// hosting Python).
+bool embedded_interpreter();
+
 // The bridge's helpers (torchconform._bridge); the caller holds the GIL.
 pybind11::module_ bridge_module();
 
