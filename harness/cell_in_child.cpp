@@ -1,8 +1,16 @@
 #include "harness/cell_in_child.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
 #include "harness/report_json.h"
+#include "harness/contract/python_loader.h"
 #include "harness/contract/scratch.h"
 #include "harness/settings.h"
+#include "harness/util/forking.h"
 #include "harness/util/posix_fs.h"
 
 namespace tc {
@@ -26,6 +34,19 @@ CellFromChild run_cell_in_child(const CellChild& spec, const CheckContext& ctx) 
   if (ctx.no_sweep) launch.argv.push_back("--no-sweep");
   launch.log_path = log;
   launch.timeout = spec.timeout;
+  if (spec.torchrun_in_fork && !spec.launcher.empty() && python_torchrun() != nullptr && forking::single_threaded()) {
+    launch.body = [argv = launch.argv] {
+      const std::vector<std::string> args(argv.begin() + 1, argv.end());
+      const int rc = (*python_torchrun())(args);
+      if (rc != -1) return rc;
+      std::vector<char*> exec_argv;  // no interpreter of this process's: torchrun by exec after all
+      for (const std::string& a : argv) exec_argv.push_back(const_cast<char*>(a.c_str()));
+      exec_argv.push_back(nullptr);
+      execv(exec_argv[0], exec_argv.data());
+      std::fprintf(stderr, "torchconform: cannot start %s: %s\n", exec_argv[0], std::strerror(errno));
+      return 127;
+    };
+  }
   // torchrun stops its workers on SIGTERM (it needs the default grace); the binary alone, a few s.
   if (spec.launcher.empty()) launch.kill_grace = std::chrono::seconds(5);
   CellFromChild out;

@@ -29,6 +29,10 @@ struct CellChild {
   std::vector<std::string> extra;     // more flags of `run` (--part P, --work-dir D, ...)
   std::chrono::seconds timeout{300};
   std::string what;                   // names the child in errors ("torchrun (cpu×2)")
+  // launcher[0] is torchrun: run it as a fork of this process, in the interpreter it started
+  // (harness/contract/python_loader.h: PythonTorchrun), where it has one and one thread; by exec
+  // otherwise. torch is imported there already (about 1.7 s of a torchrun's start here).
+  bool torchrun_in_fork = false;
 };
 
 struct CellFromChild {

@@ -65,6 +65,7 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   spec.extra = {"--work-dir", work.file("out")};
   spec.timeout = std::chrono::seconds(env_positive_int("TORCHCONFORM_DIST_LAUNCH_TIMEOUT_S", 300));
   spec.what = "torchrun (" + label + ")";
+  spec.torchrun_in_fork = !forked.empty();  // with the ranks: `--recipe-processes exec` starts both by exec
   const CellFromChild got = run_cell_in_child(spec, ctx);
   const Cell& c = got.cell;
   nlohmann::json metrics = c.metrics.is_object() ? c.metrics : nlohmann::json::object();

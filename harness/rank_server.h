@@ -22,6 +22,8 @@
 //    workers) to the rank's process group and ends as the rank ended (its exit status, or the same
 //    signal). A shim that dies (SIGKILL) takes the rank with it (the template kills the group when
 //    the socket closes); the rank dies with the template, the template with `run`.
+//  - torchrun itself is forked too where the launching process has an interpreter it started
+//    (harness/cell_in_child.h: torchrun_in_fork), whenever the ranks are.
 //  - Where it cannot be done the rank starts by exec, as before: `--recipe-processes exec`; a
 //    process with more than one thread when the template would be forked; a hosting Python (the
 //    wheel's module); CUDA cells (the template may have touched the driver); no torchconform-rank

@@ -18,4 +18,10 @@ bool set_python_starter(PythonStarter starter) {
 
 const PythonStarter* python_starter() { return PythonStarterSlot::get(); }
 
+using PythonTorchrunSlot = OneSlot<PythonTorchrun, struct PythonTorchrunSlotTag>;
+
+bool set_python_torchrun(PythonTorchrun run) { return PythonTorchrunSlot::set(std::move(run), "a Python torchrun"); }
+
+const PythonTorchrun* python_torchrun() { return PythonTorchrunSlot::get(); }
+
 }  // namespace tc

@@ -49,4 +49,13 @@ using PythonStarter = std::function<bool()>;
 bool set_python_starter(PythonStarter starter);
 const PythonStarter* python_starter();  // nullptr without the bridge
 
+// Runs torchrun with `args` (torch.distributed.run's main, the pinned torch's: what the `torchrun`
+// script runs) in this process's interpreter, in a fork made to be that torchrun
+// (harness/multi_process.h): its exit status. -1, having run nothing, where this process has no
+// interpreter it started and imported torch in (none, or a hosting Python's): the caller then starts
+// torchrun by exec. os.environ is made the C environment's first (the fork's added variables).
+using PythonTorchrun = std::function<int(const std::vector<std::string>& args)>;
+bool set_python_torchrun(PythonTorchrun run);
+const PythonTorchrun* python_torchrun();  // nullptr without the bridge
+
 }  // namespace tc

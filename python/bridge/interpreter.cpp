@@ -317,6 +317,44 @@ void ensure_interpreter() {
 
 const InterpreterInfo& interpreter_info() { return g_info; }
 
+int run_torchrun(const std::vector<std::string>& args) {
+  if (!g_embedded) return -1;
+  forking::environment_replaced();  // os.environ as the C environment is now
+  py::gil_scoped_acquire gil;
+  py::module_ sys = py::module_::import("sys");
+  int rc = 1;
+  try {
+    py::list argv;
+    argv.append("torchrun");
+    for (const std::string& a : args) argv.append(a);
+    sys.attr("argv") = argv;
+    const py::object returned = py::module_::import("torch.distributed.run").attr("main")();
+    rc = returned.is_none() ? 0 : 1;  // as sys.exit(main()) ends the script
+  } catch (py::error_already_set& e) {
+    if (e.matches(PyExc_SystemExit)) {  // sys.exit(n): n, None 0, anything else printed and 1
+      const py::object code = e.value().attr("code");
+      if (code.is_none()) {
+        rc = 0;
+      } else if (py::isinstance<py::int_>(code)) {
+        rc = code.cast<int>();
+      } else {
+        py::print(code, py::arg("file") = sys.attr("stderr"));
+        rc = 1;
+      }
+    } else {
+      e.restore();
+      PyErr_Print();  // the traceback, as Python reports an exception nothing caught
+      rc = 1;
+    }
+  }
+  try {
+    sys.attr("stdout").attr("flush")();
+    sys.attr("stderr").attr("flush")();
+  } catch (py::error_already_set&) {
+  }
+  return rc;
+}
+
 bool embedded_interpreter() { return g_embedded; }
 
 py::module_ bridge_module() { return py::module_::import("torchconform._bridge"); }

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "python/bridge/pybind.h"
 
@@ -42,6 +43,11 @@ const InterpreterInfo& interpreter_info();
 // Whether this process started the interpreter it embeds (false before ensure_interpreter(), and in a
 // hosting Python).
 bool embedded_interpreter();
+
+// torchrun (torch.distributed.run's main) with `args` in this process's interpreter: the exit status
+// the `torchrun` script would end with, or -1, having run nothing, where this process did not start
+// the interpreter (harness/contract/python_loader.h: PythonTorchrun).
+int run_torchrun(const std::vector<std::string>& args);
 
 // The bridge's helpers (torchconform._bridge); the caller holds the GIL.
 pybind11::module_ bridge_module();

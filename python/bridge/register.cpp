@@ -16,4 +16,5 @@ const bool started [[maybe_unused]] = tc::set_python_starter([] {
   tc::forking::warm_up();
   return true;
 });
+const bool torchrun [[maybe_unused]] = tc::set_python_torchrun(tc::python::run_torchrun);
 }  // namespace

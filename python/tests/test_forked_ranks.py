@@ -76,6 +76,13 @@ class ForkedRanks(unittest.TestCase):
                 self.assertEqual(seen["omp_num_threads"], "1", (mode, seen))
                 self.assertEqual(seen["torch_threads"], 1, (mode, seen))
 
+    def test_torchrun_too_is_a_fork_of_the_run_not_a_new_interpreter(self):
+        # Its Python is the run's, torch imported (harness/cell_in_child.h: torchrun_in_fork).
+        for seen in RUNS["fork"]["ranks"].values():
+            self.assertEqual(seen["torchruns_by_exec"], 0, seen)
+        for seen in RUNS["exec"]["ranks"].values():
+            self.assertEqual(seen["torchruns_by_exec"], 1, seen)
+
     def test_forked_ranks_share_the_hash_secret_ranks_by_exec_do_not(self):
         # What harness/rank_server.h names as the difference: CPython fixes str's hash secret when it
         # starts, so forked ranks iterate a set of strings in one order; `--recipe-processes exec`
