@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -17,16 +16,10 @@
 #include "harness/contract/scratch.h"
 #include "harness/rank_server.h"
 #include "harness/testing/test_paths.h"
+#include "harness/util/posix_fs.h"
 
 namespace tc {
 namespace {
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The rank's program: `PROGRAM echo` prints what it was given and exits 3; `PROGRAM wait FILE`
 // writes its pid to FILE and waits for a signal; `PROGRAM abort` ends by SIGABRT.
@@ -82,7 +75,7 @@ class RankServer : public ::testing::Test {
   // Waits for the rank's pid in `file` (the rank writes it once started).
   static pid_t rank_pid(const std::string& file) {
     for (int i = 0; i < 600; ++i) {
-      const std::string s = read_all(file);
+      const std::string s = posix_fs::read_bytes(file);
       if (!s.empty() && s.back() == '\n') return static_cast<pid_t>(std::stol(s));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
@@ -106,7 +99,7 @@ TEST_F(RankServer, TheRankGetsTheShimsArgvEnvironmentDirectoryAndStreamsAndEndsI
   spec.argv.insert(spec.argv.end(), {"/the/rank/program", "echo"});
   spec.env = {{"TC_RANK_TEST_X", "42"}};
   const child::Result r = child::run(spec);
-  const std::string log = read_all(spec.log_path);
+  const std::string log = posix_fs::read_bytes(spec.log_path);
   EXPECT_EQ(r.exit_code, 3) << log;
   EXPECT_EQ(r.signal, 0);
   EXPECT_NE(log.find("cwd=" + scratch_.path() + "\n"), std::string::npos) << log;
@@ -118,7 +111,7 @@ TEST_F(RankServer, TheRankGetsTheShimsArgvEnvironmentDirectoryAndStreamsAndEndsI
 
 TEST_F(RankServer, ARankKilledByASignalEndsTheShimByTheSame) {
   const child::Result r = child::run(shim({"/the/rank/program", "abort"}));
-  EXPECT_EQ(r.signal, SIGABRT) << read_all(scratch_.file("log"));
+  EXPECT_EQ(r.signal, SIGABRT) << posix_fs::read_bytes(scratch_.file("log"));
   EXPECT_EQ(r.exit_code, 128 + SIGABRT);
 }
 
@@ -126,11 +119,11 @@ TEST_F(RankServer, ASignalToTheShimReachesTheRank) {
   const std::string pid_file = scratch_.file("pid");
   child::Process shim_process(shim({"/the/rank/program", "wait", pid_file}));
   const pid_t rank = rank_pid(pid_file);
-  ASSERT_GT(rank, 0) << read_all(scratch_.file("log"));
+  ASSERT_GT(rank, 0) << posix_fs::read_bytes(scratch_.file("log"));
   EXPECT_NE(rank, shim_process.pid());  // the rank is the template's fork, not the shim
   ASSERT_EQ(kill(shim_process.pid(), SIGTERM), 0);  // what torchrun sends its workers
   const child::Result r = shim_process.wait();
-  EXPECT_EQ(r.signal, SIGTERM) << read_all(scratch_.file("log"));
+  EXPECT_EQ(r.signal, SIGTERM) << posix_fs::read_bytes(scratch_.file("log"));
   EXPECT_TRUE(gone_within_seconds(rank, 10));
 }
 
@@ -138,7 +131,7 @@ TEST_F(RankServer, AShimKilledOutrightTakesItsRankWithIt) {
   const std::string pid_file = scratch_.file("pid");
   child::Process shim_process(shim({"/the/rank/program", "wait", pid_file}));
   const pid_t rank = rank_pid(pid_file);
-  ASSERT_GT(rank, 0) << read_all(scratch_.file("log"));
+  ASSERT_GT(rank, 0) << posix_fs::read_bytes(scratch_.file("log"));
   ASSERT_EQ(kill(shim_process.pid(), SIGKILL), 0);
   EXPECT_EQ(shim_process.wait().signal, SIGKILL);
   EXPECT_TRUE(gone_within_seconds(rank, 10));
@@ -149,7 +142,7 @@ TEST_F(RankServer, WithoutATemplateTheShimStartsTheProgramByExec) {
   spec.argv[1] = scratch_.file("no-such-socket");
   const child::Result r = child::run(spec);
   EXPECT_EQ(r.exit_code, 5);
-  EXPECT_NE(read_all(spec.log_path).find("starting /bin/sh by exec"), std::string::npos) << read_all(spec.log_path);
+  EXPECT_NE(posix_fs::read_bytes(spec.log_path).find("starting /bin/sh by exec"), std::string::npos) << posix_fs::read_bytes(spec.log_path);
 }
 
 TEST_F(RankServer, OnlyCpuCellsAndOnlyBesideAShim) {
