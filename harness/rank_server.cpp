@@ -187,6 +187,7 @@ int serve(RankMain rank_main, int listener) {
 }
 
 struct Template {
+  std::string socket;
   std::unique_ptr<Scratch> dir;
   std::unique_ptr<child::Process> process;  // ended (SIGTERM to its group) when this process ends
 };
@@ -207,7 +208,10 @@ std::string shim_next_to(const std::string& executable) {
 
 std::string start(RankMain rank_main, const std::string& executable) {
   Template& t = the_template();
-  if (t.process) return "";
+  if (t.process) {  // a second run in this process (a test calling cli_main again): the same template
+    setenv(kSocketVar, t.socket.c_str(), 1);
+    return "";
+  }
   if (shim_next_to(executable).empty()) return std::string("no ") + kShimName + " beside " + executable;
   if (!forking::single_threaded()) return "this process has more than one thread";
   auto dir = std::make_unique<Scratch>("torchconform-ranks-");
@@ -235,6 +239,7 @@ std::string start(RankMain rank_main, const std::string& executable) {
   }
   close(listener);  // the template's now: a recipe's process forked from this one has no copy
   setenv(kSocketVar, path.c_str(), 1);
+  t.socket = path;
   t.dir = std::move(dir);
   return "";
 }

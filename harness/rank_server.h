@@ -26,7 +26,8 @@
 //    (harness/cell_in_child.h: torchrun_in_fork), whenever the ranks are.
 //  - Where it cannot be done the rank starts by exec, as before: `--recipe-processes exec`; a
 //    process with more than one thread when the template would be forked; a hosting Python (the
-//    wheel's module); CUDA cells (the template may have touched the driver); no torchconform-rank
+//    wheel's module); a machine with a GPU (`run` has asked the CUDA driver before, and a fork of a
+//    process that did cannot use CUDA), and so every CUDA cell; no torchconform-rank
 //    next to this program (a team's own build of the binary: examples/user_recipe); a template
 //    that is gone (the shim then execs the command itself).
 // What a forked rank shares with its sibling that ranks started by exec do not: what CPython fixes

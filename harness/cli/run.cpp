@@ -184,7 +184,9 @@ void start_rank_template(const RunArgs& a) {
   for (const CheckInfo& c : Registry::global().checks()) {
     multi = multi || (c.multi_process() && (checks.empty() || std::find(checks.begin(), checks.end(), c.name) != checks.end()));
   }
-  if (!cpu || !multi) return;
+  // A machine with a GPU: resolve_devices has asked the CUDA driver already, and a process forked
+  // after that cannot use CUDA (a CPU rank's report still reads the devices): ranks by exec there.
+  if (!cpu || !multi || cuda_available()) return;
   if (!a.python.empty()) {
     const PythonStarter* start = python_starter();
     try {
