@@ -21,6 +21,7 @@
 namespace {
 
 int g_conn = -1;
+constexpr int kPassed[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};  // passed on to the rank
 
 void pass_on(int sig) {
   const int saved = errno;
@@ -30,6 +31,16 @@ void pass_on(int sig) {
 
 [[noreturn]] void exec_program(char** program, const char* why) {
   std::fprintf(stderr, "torchconform-rank: %s; starting %s by exec\n", why, program[0]);
+  // The program starts as torchrun would have started it: default dispositions, nothing blocked (a
+  // signal held meanwhile is delivered now, by its default action).
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t passed;
+  sigemptyset(&passed);
+  for (int sig : kPassed) {
+    signal(sig, SIG_DFL);
+    sigaddset(&passed, sig);
+  }
+  sigprocmask(SIG_UNBLOCK, &passed, nullptr);
   execv(program[0], program);
   std::fprintf(stderr, "torchconform-rank: cannot start %s: %s\n", program[0], std::strerror(errno));
   _exit(127);
@@ -85,19 +96,20 @@ int main(int argc, char** argv) {
   }
   // The signals to pass on are held until the request is sent (the template reads the request
   // first), then each reaches the rank.
-  constexpr int kPassed[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
   sigset_t passed, before;
   sigemptyset(&passed);
   for (int sig : kPassed) sigaddset(&passed, sig);
+  const std::string body = request(argc - 2, program);
+  if (body.empty()) exec_program(program, "cannot read the working directory");
   sigprocmask(SIG_BLOCK, &passed, &before);
   struct sigaction sa {};
   sa.sa_handler = pass_on;
   sigemptyset(&sa.sa_mask);
   for (int sig : kPassed) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  if (!send_request(request(argc - 2, program))) {
-    std::fprintf(stderr, "torchconform-rank: cannot hand the rank to the template: %s\n", std::strerror(errno));
-    return 70;
+  if (!send_request(body)) {  // one message or none (SOCK_SEQPACKET): the template got nothing
+    const std::string why = std::string("cannot hand the rank to the template (") + std::strerror(errno) + ")";
+    exec_program(program, why.c_str());
   }
   sigprocmask(SIG_SETMASK, &before, nullptr);
   int status = 0;
