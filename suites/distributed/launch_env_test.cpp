@@ -99,11 +99,13 @@ TEST_F(LaunchEnvTest, UnreachableStoreFailsWithinTheTimeoutNamingIt) {
   } catch (const std::runtime_error& err) {
     EXPECT_NE(std::string(err.what()).find("cannot reach the store at 127.0.0.1:1"), std::string::npos) << err.what();
   }
-  // The 2 s timeout plus 5 s of slack for a loaded machine (the refused connects retry until the
-  // timeout; a failure that waited for a default 30 s timeout instead would be seen).
+  // Well under the default 30 s timeout, which a failure that ignored ours would wait for. Not 2 s
+  // plus a little: torch's TCPStore client tries again after a jittered back-off, so the refused
+  // connects can take two 2 s tries and the delay between them (a fresh clone's ctest, 2026-12-07:
+  // try 0 timed out at 2 s, "retrying (delay=3757ms)", try 1 timed out: 7.7 s in all).
   const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RecordProperty("unreachable_store_failed_after_s", std::to_string(took_s));
-  EXPECT_LT(took_s, 2.0 + 5.0);
+  EXPECT_LT(took_s, 20.0);
 }
 
 }  // namespace
