@@ -74,6 +74,9 @@ install(EXPORT torchconformTargets NAMESPACE torchconform:: DESTINATION ${TC_INS
 # The stock binary, finding LibTorch where it was linked from.
 set_target_properties(torchconform PROPERTIES INSTALL_RPATH_USE_LINK_PATH TRUE)
 install(TARGETS torchconform torchconform-rank RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+if(TARGET torchconform_cuda)  # beside it (harness/contract/cuda_support.h)
+  install(TARGETS torchconform_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
 
 # The Python recipe API beside it (`run --python FILE.py:Class`, docs/python.md): the pure-Python
 # package `torchconform` a recipe imports. The binary (python/bridge/interpreter.cpp) looks for it

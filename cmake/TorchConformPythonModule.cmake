@@ -29,6 +29,10 @@ set_target_properties(tc_python_module PROPERTIES
 tc_torch_link_fixups(tc_python_module)
 
 install(TARGETS tc_python_module LIBRARY DESTINATION torchconform COMPONENT python_module)
+if(TARGET torchconform_cuda)  # beside it: LibTorch's CUDA half where a driver is (harness/contract/cuda_support.h)
+  add_dependencies(tc_python_module torchconform_cuda)
+  install(TARGETS torchconform_cuda LIBRARY DESTINATION torchconform COMPONENT python_module)
+endif()
 install(DIRECTORY python/torchconform DESTINATION . COMPONENT python_module
         FILES_MATCHING PATTERN "*.py" PATTERN "__pycache__" EXCLUDE)
 

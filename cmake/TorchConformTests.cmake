@@ -560,6 +560,14 @@ if(TC_PYTHON_EMBED_BUILT)
   add_test(NAME python.hostile_recipes
            COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/python/tests/test_hostile.py $<TARGET_FILE:torchconform>)
   set_tests_properties(python.hostile_recipes PROPERTIES LABELS resilience TIMEOUT 900)
+  # LibTorch's CUDA half loaded only where a driver is, or asked for; loaded, LibTorch finds it as
+  # when linked, a Python recipe after it too (harness/contract/cuda_support.h).
+  if(TARGET torchconform_cuda)
+    add_test(NAME harness.cuda_support
+             COMMAND ${TC_TEST_PYTHON} ${PROJECT_SOURCE_DIR}/harness/tests/test_cuda_support.py $<TARGET_FILE:torchconform>
+                     ${PROJECT_SOURCE_DIR}/python/reference/reference.py)
+    set_tests_properties(harness.cuda_support PROPERTIES LABELS "unit" TIMEOUT 300)
+  endif()
   # Correct Python recipes written apart from the reference (a tabular regression without accuracy
   # or augmentation, a language model on dict batches of token ids): every check that applies
   # passes them, none assumes the batch's layout (issue 39).

@@ -33,6 +33,21 @@ if(NOT Torch_FOUND)
 endif()
 message(STATUS "torchconform: LibTorch ${Torch_VERSION} from ${TORCH_INSTALL_PREFIX}")
 
+# LibTorch's CPU half only, for every target that links `torch`: its CUDA half (libtorch_cuda.so and the
+# CUDA libraries it needs) took 0.18 of the 0.45 s of CPU of each start of a program on a machine
+# without a GPU, and 16 of the 25 s of a start under valgrind. What needs CUDA's own API is in
+# libtorchconform_cuda.so (harness/cuda/), which links it and is loaded at start where a CUDA driver
+# is (harness/contract/cuda_support.h). TC_TORCH_CUDA: this LibTorch has a CUDA half.
+set(TC_TORCH_CUDA FALSE)
+if(TARGET torch_cuda_library AND TARGET torch_cpu_library AND EXISTS "${TORCH_INSTALL_PREFIX}/lib/libtorch_cpu.so")
+  set(TC_TORCH_CUDA TRUE)
+  # `torch` is libtorch.so itself, a stub whose own DT_NEEDED names libtorch_cuda.so: it stands for
+  # libtorch_cpu.so here.
+  set_target_properties(torch PROPERTIES IMPORTED_LOCATION "${TORCH_INSTALL_PREFIX}/lib/libtorch_cpu.so"
+                                         IMPORTED_LOCATION_RELEASE "${TORCH_INSTALL_PREFIX}/lib/libtorch_cpu.so")
+  set_property(TARGET torch PROPERTY INTERFACE_LINK_LIBRARIES torch_cpu_library)
+endif()
+
 # -Wl,-rpath-link for the CUDA libraries of a pip wheel (see the helper; installed for users too).
 include(${CMAKE_CURRENT_LIST_DIR}/torchconformWheelLink.cmake)
 tc_wheel_link_options(TC_TORCH_LINK_OPTIONS "${TORCH_INSTALL_PREFIX}")

@@ -13,15 +13,12 @@
 #include <torch/cuda.h>
 #include <torch/version.h>
 
-#ifdef TC_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <cuda_runtime_api.h>
-namespace torch::cuda::nccl {
-std::uint64_t version();  // torch/csrc/cuda/nccl.h, exported by libtorch_cuda
-}
-#endif
-
+#include "harness/contract/cuda_support.h"
 #include "harness/version.h"
+
+#ifndef TC_CUDA_COMPILED
+#define TC_CUDA_COMPILED false  // set by harness/CMakeLists.txt: this LibTorch ships libtorch_cuda
+#endif
 
 namespace tc {
 namespace {
@@ -103,30 +100,23 @@ const char* precision_name(at::Float32MatmulPrecision p) {
 }
 
 json gpu_info() {
-#ifdef TC_WITH_CUDA
-  const bool cuda_compiled = true;  // this LibTorch ships libtorch_cuda
-#else
-  const bool cuda_compiled = false;
-#endif
-  json gpu = {{"cuda_compiled", cuda_compiled},
+  // LibTorch's CUDA half is loaded where a driver is (harness/contract/cuda_support.h): "cuda_compiled"
+  // says this build has it, "cuda_support" whether this process loaded it and why not.
+  const cuda_support::Api* cuda = cuda_support::api();
+  json gpu = {{"cuda_compiled", TC_CUDA_COMPILED},
+              {"cuda_support", cuda_support::status()},
               {"cuda_available", torch::cuda::is_available()},
               {"cuda_runtime", nullptr},
               {"cuda_driver", nullptr},
               {"cudnn", nullptr},
               {"nccl", nullptr},
               {"devices", json::array()}};
-#ifdef TC_WITH_CUDA
+  if (cuda == nullptr) return gpu;
   auto version_string = [](long v) {  // CUDA encodes 1000*major + 10*minor
     return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
   };
-  {
-    // The runtime library's version needs no driver; the driver's needs one.
-    int rt = 0;
-    if (cudaRuntimeGetVersion(&rt) == cudaSuccess && rt > 0) gpu["cuda_runtime"] = version_string(rt);
-    int drv = 0;
-    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) gpu["cuda_driver"] = version_string(drv);
-    cudaGetLastError();  // a machine without a driver leaves an error behind
-  }
+  if (const int rt = cuda->runtime_version(); rt > 0) gpu["cuda_runtime"] = version_string(rt);
+  if (const int drv = cuda->driver_version(); drv > 0) gpu["cuda_driver"] = version_string(drv);
   if (at::globalContext().hasCuDNN()) {
     long v = at::globalContext().versionCuDNN();  // 9.x: 10000*major + 100*minor + patch
     if (v > 0) {
@@ -134,26 +124,20 @@ json gpu_info() {
                      std::to_string(v % 100);
     }
   }
-  try {
-    std::uint64_t v = torch::cuda::nccl::version();  // (major << 32) | (minor << 16) | patch
-    if (v > 0) {
-      gpu["nccl"] = std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xFFFF) + "." +
-                    std::to_string(v & 0xFFFF);
-    }
-  } catch (const std::exception&) {
+  if (const std::uint64_t v = cuda->nccl_version(); v > 0) {  // (major << 32) | (minor << 16) | patch
+    gpu["nccl"] = std::to_string(v >> 32) + "." + std::to_string((v >> 16) & 0xFFFF) + "." + std::to_string(v & 0xFFFF);
   }
   if (torch::cuda::is_available()) {
     for (int i = 0; i < static_cast<int>(torch::cuda::device_count()); ++i) {
-      cudaDeviceProp* p = at::cuda::getDeviceProperties(i);
+      cuda_support::DeviceInfo d;
+      if (!cuda->device_info(i, &d)) continue;
       gpu["devices"].push_back({{"index", i},
-                                {"name", p->name},
-                                {"memory_bytes", static_cast<uint64_t>(p->totalGlobalMem)},
-                                {"sms", p->multiProcessorCount},
-                                {"compute_capability",
-                                 std::to_string(p->major) + "." + std::to_string(p->minor)}});
+                                {"name", d.name},
+                                {"memory_bytes", d.memory_bytes},
+                                {"sms", d.multiprocessors},
+                                {"compute_capability", std::to_string(d.major) + "." + std::to_string(d.minor)}});
     }
   }
-#endif
   return gpu;
 }
 

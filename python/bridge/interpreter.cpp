@@ -15,6 +15,7 @@
 
 #include "harness/util/forking.h"
 #include "python/bridge/build_paths.h"
+#include "python/bridge/torch_python.h"
 
 namespace py = pybind11;
 
@@ -133,6 +134,7 @@ bool g_embedded = false;  // started by this process (start()), not a hosting Py
 // `versus` LibTorch `advice`), then the bridge's helpers; returns torch. The caller holds the GIL.
 py::module_ import_torch_and_bridge(const std::string& whose, const std::string& versus, const std::string& advice) {
   py::module_ torch = py::module_::import("torch");
+  torch_python::bind(torch);
   const std::string version = py::str(torch.attr("__version__"));
   const std::string libtorch = TORCH_VERSION;
   if (version.compare(0, libtorch.size(), libtorch) != 0) {

@@ -6,6 +6,7 @@
 #include "harness/contract/costly_augment.h"
 #include "harness/util/breadcrumb.h"
 #include "python/bridge/interpreter.h"
+#include "python/bridge/torch_python.h"
 
 namespace py = pybind11;
 
@@ -30,7 +31,7 @@ template <class T>
 T as(const py::handle& value, const std::string& what) {
   try {
     if constexpr (std::is_floating_point_v<T>) {
-      if (THPVariable_Check(value.ptr())) return value.attr("item")().cast<T>();
+      if (torch_python::is_tensor(value.ptr())) return value.attr("item")().cast<T>();
     }
     return value.cast<T>();
   } catch (const py::cast_error&) {
@@ -68,14 +69,14 @@ InMethod::~InMethod() { breadcrumb::leave(); }
 double float_from_python(const py::handle& value, const std::string& what) { return as<double>(value, what); }
 
 py::object to_python(const at::Tensor& t) {
-  return py::reinterpret_steal<py::object>(THPVariable_Wrap(t));  // the same tensor, no copy
+  return py::reinterpret_steal<py::object>(torch_python::wrap(t));  // the same tensor, no copy
 }
 
 at::Tensor tensor_from_python(const py::handle& o, const std::string& what) {
-  if (!THPVariable_Check(o.ptr())) {
+  if (!torch_python::is_tensor(o.ptr())) {
     throw std::runtime_error(what + " returned " + type_name(o) + ", not a torch.Tensor");
   }
-  return THPVariable_Unpack(o.ptr());
+  return torch_python::unpack(o.ptr());
 }
 
 NamedTensors named_tensors_from_python(const py::handle& o, const std::string& what) {

@@ -17,9 +17,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
-#ifdef TC_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#endif
+#include "harness/contract/cuda_support.h"
 
 #include "harness/util/median_interval.h"
 #include "reference/reference_run.h"
@@ -144,12 +142,10 @@ double seconds(const std::function<double()>& step, bool cuda) {
 // What the figures were measured on, for the record (never a bar).
 std::string hardware_of(bool cuda) {
   if (cuda) {
-#ifdef TC_WITH_CUDA
-    const cudaDeviceProp* p = at::cuda::getCurrentDeviceProperties();
-    return std::string(p->name) + ", compute capability " + std::to_string(p->major) + "." + std::to_string(p->minor);
-#else
-    return "CUDA device";
-#endif
+    const cuda_support::Api* api = cuda_support::api();
+    cuda_support::DeviceInfo d;
+    if (api == nullptr || !api->device_info(api->current_device(), &d)) return "CUDA device";
+    return d.name + ", compute capability " + std::to_string(d.major) + "." + std::to_string(d.minor);
   }
   std::string h = "CPU flags:";
   for (const auto& f : cpu_precision_flags()) h += " " + f;

@@ -124,6 +124,9 @@ TC_CHECK(device_agnostic,
     ->DetectsByThrowing("runs_on_every_device", "Found no NVIDIA driver")
     ->DetectsByThrowing("runs_on_every_device", "no CUDA-capable device is detected")
     ->DetectsByThrowing("runs_on_every_device", "Torch not compiled with CUDA enabled")
+    // A LibTorch without its CUDA half loaded: a CPU-only build, or this program where no CUDA
+    // driver is (harness/contract/cuda_support.h).
+    ->DetectsByThrowing("runs_on_every_device", "PyTorch is not linked with support for cuda devices")
     // Two devices in one op: a tensor made on the default device beside the resolved one.
     ->DetectsByThrowing("runs_on_every_device", "Expected all tensors to be on the same device");
 }  // namespace tc

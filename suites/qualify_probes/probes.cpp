@@ -36,10 +36,7 @@
 
 #include <torch/torch.h>
 
-#ifdef TC_WITH_CUDA
-#include <ATen/cuda/CUDAContext.h>
-#include <cuda_runtime_api.h>
-#endif
+#include "harness/contract/cuda_support.h"
 
 #include "harness/contract/qualify_probe.h"
 #include "harness/util/statistics.h"
@@ -271,19 +268,10 @@ std::string cpu_identity() {
 }
 
 std::string cuda_identity(int index) {
-#ifdef TC_WITH_CUDA
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return "cuda:" + std::to_string(index);
-  char uuid[64];
-  const auto* u = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
-  std::snprintf(uuid, sizeof uuid, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-                u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
-  char bus[32] = {0};
-  cudaDeviceGetPCIBusId(bus, sizeof bus, index);
-  return std::string(prop.name) + ", " + uuid + ", PCI " + bus;
-#else
-  return "cuda:" + std::to_string(index);
-#endif
+  const cuda_support::Api* cuda = cuda_support::api();
+  cuda_support::DeviceInfo d;
+  if (cuda == nullptr || !cuda->device_info(index, &d)) return "cuda:" + std::to_string(index);
+  return d.name + ", " + d.uuid + ", PCI " + d.pci_bus;
 }
 
 std::vector<RankResult> run_worker(const WorkerOptions& o) {

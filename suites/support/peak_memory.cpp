@@ -8,9 +8,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 
-#ifdef TC_WITH_CUDA
-#include <c10/cuda/CUDACachingAllocator.h>
-#endif
+#include "harness/contract/cuda_support.h"
 
 namespace tc {
 namespace {
@@ -97,13 +95,10 @@ PeakMemory::PeakMemory(const c10::Device& device) : device_(device) {
     a.reset_peak();
     start_ = a.live();
   }
-#ifdef TC_WITH_CUDA
-  if (device_.is_cuda()) {
-    namespace cca = c10::cuda::CUDACachingAllocator;
-    cca::resetPeakStats(device_.index() < 0 ? 0 : device_.index());
-    start_ = cca::getDeviceStats(device_.index() < 0 ? 0 : device_.index()).allocated_bytes[0].current;
+  if (const cuda_support::Api* cuda = cuda_support::api(); device_.is_cuda() && cuda != nullptr) {
+    cuda->reset_peak_stats(device_.index() < 0 ? 0 : device_.index());
+    start_ = cuda->allocated_bytes(device_.index() < 0 ? 0 : device_.index());
   }
-#endif
 }
 
 PeakMemory::~PeakMemory() {
@@ -112,23 +107,17 @@ PeakMemory::~PeakMemory() {
 
 int64_t PeakMemory::peak_bytes() const {
   if (device_.is_cpu()) return CountingCPUAllocator::instance().peak() - start_;
-#ifdef TC_WITH_CUDA
-  if (device_.is_cuda()) {
-    namespace cca = c10::cuda::CUDACachingAllocator;
-    return cca::getDeviceStats(device_.index() < 0 ? 0 : device_.index()).allocated_bytes[0].peak - start_;
+  if (const cuda_support::Api* cuda = cuda_support::api(); device_.is_cuda() && cuda != nullptr) {
+    return cuda->peak_allocated_bytes(device_.index() < 0 ? 0 : device_.index()) - start_;
   }
-#endif
   return -1;
 }
 
 int64_t PeakMemory::current_bytes() const {
   if (device_.is_cpu()) return CountingCPUAllocator::instance().live() - start_;
-#ifdef TC_WITH_CUDA
-  if (device_.is_cuda()) {
-    namespace cca = c10::cuda::CUDACachingAllocator;
-    return cca::getDeviceStats(device_.index() < 0 ? 0 : device_.index()).allocated_bytes[0].current - start_;
+  if (const cuda_support::Api* cuda = cuda_support::api(); device_.is_cuda() && cuda != nullptr) {
+    return cuda->allocated_bytes(device_.index() < 0 ? 0 : device_.index()) - start_;
   }
-#endif
   return -1;
 }
 
