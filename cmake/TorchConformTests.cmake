@@ -366,8 +366,9 @@ set_tests_properties(cli.ab_same_binary_passes cli.ab_slowed_new_is_a_regression
 # ab --time instructions (harness/instructions.h): both builds counted under valgrind at once; NEW
 # executes +1% of instructions per step (the extra-work hook: a fixed loop, 15 thousand rounds of 6
 # instructions on a 9.05e6-instruction step) and is a regression beyond the 0.5% threshold, whatever
-# the load; the counted rounds carry the simulated cache misses beside the counts. About 50 s of CPU
-# per side (valgrind's start-up of LibTorch is most of it): 1-3 minutes on 2 cores. Its two valgrind
+# the load; the counted rounds carry the simulated cache misses beside the counts. About 20 s of CPU
+# per side (valgrind's start-up of LibTorch's CPU half, 8 s, and its exit are most of it; 19 s with
+# the CUDA half, which is loaded only where a driver is: harness/contract/cuda_support.h). Its two valgrind
 # processes hold two cores (PROCESSORS 2: on 2 cores nothing runs beside it; a first version without
 # it starved example.user_recipe's data_saturation sweep, 6.8% wait against a 5% bar, in a CI
 # rehearsal), and it takes the timing tests' lock on bigger machines.

@@ -114,8 +114,9 @@ void load() {
       continue;
     }
     // RTLD_GLOBAL: libtorch_cuda.so and the CUDA libraries it brings join the process's namespace,
-    // as when linked (a Python recipe's torch finds them loaded already).
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    // as when linked (a Python recipe's torch finds them loaded already); RTLD_LAZY, as the loader
+    // binds a linked library's functions (on first call, not every one of theirs at load).
+    void* h = dlopen(path.c_str(), RTLD_LAZY | RTLD_GLOBAL);
     if (h == nullptr) {
       const char* e = dlerror();
       s.status = "not loaded: " + path + ": " + (e != nullptr ? e : "dlopen failed");
