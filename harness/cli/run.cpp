@@ -313,7 +313,9 @@ Command add_run(CLI::App& app, int argc, char** argv) {
       "the processes it starts; recorded in the report); TORCHCONFORM_PARSE_MEMORY_MB and "
       "TORCHCONFORM_PARSE_SECONDS are what --parse-memory-mb and --parse-seconds set; TORCHCONFORM_VENV is the venv "
       "whose site-packages a --python recipe's interpreter uses (default: the one the build was configured with; "
-      "docs/python.md).\n"
+      "docs/python.md); TORCHCONFORM_CUDA=1 loads LibTorch's CUDA half (libtorchconform_cuda.so, beside this "
+      "program) where no CUDA driver is, =0 never (by default: where a driver is, or Python recipes run; the "
+      "report's environment.gpu.cuda_support says which).\n"
       "Exit codes: 0 every cell as expected, 1 a cell missed, false_alarm, fail or error, 77 every cell "
       "skipped (nothing checked), 2 bad usage or input.");
   return {run, [a, argc, argv] { return cmd_run(*a, argc, argv); }};
