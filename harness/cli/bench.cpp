@@ -76,10 +76,9 @@ struct Turns {
 };
 
 std::string self_exe() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw std::runtime_error("cannot find this program (/proc/self/exe) to count its instructions");
-  return std::string(buf, static_cast<size_t>(n));
+  std::string exe = posix_fs::executable_path();
+  if (exe.empty()) throw std::runtime_error("cannot find this program (/proc/self/exe) to count its instructions");
+  return exe;
 }
 
 // The counting pass of `bench --measure instructions`: this binary's bench under valgrind on the

@@ -15,6 +15,7 @@
 #include "harness/contract/python_loader.h"
 #include "harness/environment.h"
 #include "harness/util/atomic_file.h"
+#include "harness/util/posix_fs.h"
 #include "harness/version.h"
 
 namespace tc::cli {
@@ -67,9 +68,7 @@ std::string& self_override() {
 
 std::string self_executable() {
   if (!self_override().empty()) return self_override();
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  return posix_fs::executable_path();
 }
 
 // The processes a check starts inherit the variable. OMP_NUM_THREADS alone is capped at the

@@ -1,4 +1,5 @@
 #include "harness/contract/cuda_support.h"
+#include "harness/util/posix_fs.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -45,9 +46,7 @@ std::string directory_of(const std::string& path) {
 std::vector<std::string> candidates() {
   std::vector<std::string> out;
   if (const char* env = std::getenv("TORCHCONFORM_CUDA_MODULE"); env != nullptr && *env != '\0') out.push_back(env);
-  char exe[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) out.push_back(directory_of(std::string(exe, static_cast<size_t>(n))) + "/" + kModuleName);
+  if (const std::string exe = posix_fs::executable_path(); !exe.empty()) out.push_back(directory_of(exe) + "/" + kModuleName);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&state), &info) != 0 && info.dli_fname != nullptr && info.dli_fname[0] == '/') {
     out.push_back(directory_of(info.dli_fname) + "/" + kModuleName);

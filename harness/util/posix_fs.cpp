@@ -87,4 +87,12 @@ long proc_kib(const std::string& file, const std::string& field) {
   return kib;
 }
 
+std::string executable_path() {
+  std::string buf(4096, '\0');
+  const ssize_t n = ::readlink("/proc/self/exe", buf.data(), buf.size() - 1);
+  if (n <= 0) return std::string();
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
 }  // namespace tc::posix_fs

@@ -31,5 +31,8 @@ void write_bytes(const std::string& path, const std::string& bytes);
 // /proc/self/smaps_rollup (the field's whole name: RssAnon is not RssAnonX), in KiB; -1 where the
 // file or the field cannot be read.
 long proc_kib(const std::string& file, const std::string& field);
+// The path of this process's program (/proc/self/exe: a symlink followed, as the kernel resolved
+// it when the program started); "" where it cannot be read.
+std::string executable_path();
 
 }  // namespace tc::posix_fs

@@ -14,6 +14,7 @@
 #include <torch/version.h>
 
 #include "harness/util/forking.h"
+#include "harness/util/posix_fs.h"
 #include "python/bridge/build_paths.h"
 #include "python/bridge/torch_python.h"
 
@@ -37,10 +38,7 @@ bool is_file(const std::string& p) {
 // bin/../share/torchconform/python), else the source tree's python/ (a binary in the build tree).
 std::string find_package_dir() {
   if (const char* relative = build_paths::package_relative_dir(); relative != nullptr) {
-    char exe[PATH_MAX];
-    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-      std::string dir(exe, static_cast<size_t>(n));
+    if (std::string dir = posix_fs::executable_path(); !dir.empty()) {
       dir = dir.substr(0, dir.rfind('/') + 1) + relative;
       if (is_file(dir + "/torchconform/__init__.py")) {
         char resolved[PATH_MAX];

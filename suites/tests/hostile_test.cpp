@@ -17,6 +17,7 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "harness/util/posix_fs.h"
 #include "reference/reference_run.h"
 #include "suites/tests/test_recipes.h"
 
@@ -77,11 +78,7 @@ const bool kRegistered = add({"hostile_cpp_exit_zero", "std::exit(0) in its thir
                          add({"hostile_cpp_world", "leaves dtype, threads, grad mode and cwd changed", {},
                               make<ChangesTheProcess>(), __FILE__, __LINE__});
 
-std::string self() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
-}
+std::string self() { return tc::posix_fs::executable_path(); }
 
 // `check` on each recipe, in that order, as `run` does it (isolated unless in_process).
 std::vector<Cell> run_recipes(const std::string& check, const std::vector<std::string>& recipes, bool in_process,

@@ -21,6 +21,7 @@
 
 #include "harness/contract/registry.h"
 #include "harness/runner.h"
+#include "harness/util/posix_fs.h"
 #include "reference/reference_run.h"
 
 namespace tc::testing_recipes {
@@ -113,9 +114,7 @@ inline Cell run_one(const std::string& check, const std::string& recipe, int64_t
   plan.checks = {check};
   plan.recipes = {recipe};
   plan.seed = seed;
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) plan.executable.assign(self, static_cast<size_t>(n));
+  plan.executable = tc::posix_fs::executable_path();
   return run_cells(reg, plan).at(0);
 }
 
