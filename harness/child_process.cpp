@@ -89,6 +89,7 @@ namespace {
   } catch (...) {
     std::fprintf(stderr, "torchconform: the forked process failed with a non-standard exception\n");
   }
+  forking::recipe_process_end();  // what the runtimes' exit handlers, skipped by _exit, would have removed
   std::fflush(nullptr);
   _exit(rc);
 }

@@ -56,8 +56,10 @@ CheckResult launch_multi_process_cell(const PlannedCell& planned, const RunPlan&
   const std::string& label = ctx.world.label;
   Scratch work("torchconform-ranks-");  // the directory every rank of this cell shares
   CellChild spec;
+  // --log-dir: torchrun's own directory (each rank's error file) in the cell's, removed with it; left to
+  // itself torchrun makes a /tmp/torchelastic_* per launch and never removes it.
   spec.launcher = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
-                   "--max-restarts=0", "--no-python"};
+                   "--max-restarts=0", "--log-dir=" + work.file("torchelastic"), "--no-python"};
   // Each rank forked from the run's template where there is one (harness/rank_server.h), else by exec.
   const std::vector<std::string> forked = rank_server::launcher_prefix(ctx.device, plan.executable);
   spec.launcher.insert(spec.launcher.end(), forked.begin(), forked.end());

@@ -21,15 +21,23 @@ targets and the promises it declares it breaks):
   crashing with an error the check does not declare;
 - a measured promise (deviation / bar) is beyond its bar by at least MIN_MARGIN where a variant
   breaks it, and inside it by as much where the reference holds it;
-- the evidence of a few cells names what the catch is about (EVIDENCE below).
+- the evidence of a few cells names what the catch is about (EVIDENCE below);
+- the run leaves nothing in the temporary folder (TMPDIR, a fresh one for the run) but torch's own
+  compiler cache, which stays where it was: not multiprocessing's directory of a process that ran
+  a recipe and ended without its interpreter's exit handlers (pymp-*), not torchrun's log
+  directory (torchelastic_*), not a scratch directory of the run's.
 
 The same rules as the `Teeth` unit tests had, on the cells the conformance ctests compute anyway.
 Exit: 0 every rule held, 1 a rule broke (each named), 77 every cell skipped, 2 bad usage.
 """
+import getpass
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 # A measured promise must clear its bar by this factor (deviation / bar). Every figure judged on the
 # CPU is deterministic for a seed (same kernels, same order, same allocations), so a factor of 1.5 is
@@ -162,6 +170,15 @@ def judge_cell(cell, catalogue, problems):
             fail(problems, where, f"the evidence does not name '{text}':\n{evidence}")
 
 
+def user():
+    """The name Inductor's default cache directory ends with (torch._inductor.runtime.cache_dir_utils)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        name = f"uid_{os.getuid()}"
+    return re.sub(r'[\\/:*?"<>|]', "_", name)
+
+
 def main(argv):
     if len(argv) < 5 or argv[3] != "--":
         print(__doc__, file=sys.stderr)
@@ -172,7 +189,17 @@ def main(argv):
     if os.path.exists(report_path):
         os.remove(report_path)  # never judge a report an earlier run left
     sys.stdout.flush()
-    rc = subprocess.call(cmd)
+    # A temporary folder of the run's own, to see what it leaves there, holding Inductor's default
+    # cache directory as a link to the usual one: cells share that cache (`--quick` torch_compile).
+    cache = os.path.join(tempfile.gettempdir(), "torchinductor_" + user())
+    os.makedirs(cache, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="tc-teeth-tmp-")
+    os.symlink(cache, os.path.join(tmp, os.path.basename(cache)))
+    try:
+        rc = subprocess.call(cmd, env=dict(os.environ, TMPDIR=tmp))
+        left = sorted(set(os.listdir(tmp)) - {os.path.basename(cache)})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if rc not in (0, 1, 77):
         # 2: bad usage or environment (e.g. no CUDA device: CTest reads that output as a skip).
         print(f"teeth_cell: the run exited {rc}", file=sys.stderr)
@@ -184,6 +211,8 @@ def main(argv):
         print(f"teeth_cell: the run wrote no readable report at {report_path}: {e}", file=sys.stderr)
         return 1
     problems = []
+    if left:
+        problems.append("the run left in its temporary folder: " + ", ".join(left))
     cells = report.get("cells", [])
     if not cells:
         problems.append("the report holds no cell")

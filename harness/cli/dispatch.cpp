@@ -6,6 +6,7 @@
 
 #include "harness/cli.h"
 #include "harness/cli/common.h"
+#include "harness/util/forking.h"
 #include "harness/util/termination.h"
 
 namespace tc {
@@ -37,7 +38,11 @@ int cli_main(int argc, char** argv) {
     return cli::kExitUsage;
   }
   for (const cli::Command& c : commands) {
-    if (c.sub->parsed()) return cli::guarded(c.run);
+    if (!c.sub->parsed()) continue;
+    const int rc = cli::guarded(c.run);
+    // The embedded Python is never finalized, so its exit handlers do not run (harness/util/forking.h).
+    forking::recipe_process_end();
+    return rc;
   }
   return cli::kExitUsage;
 }

@@ -32,6 +32,8 @@ WarmUp g_warm_ups[kMaxHooks];
 int g_warm_count = 0;
 void (*g_starts[kMaxHooks])() = {};
 int g_start_count = 0;
+void (*g_ends[kMaxHooks])() = {};
+int g_end_count = 0;
 pid_t g_started_in = 0;  // the process that ran the starts (0: none)
 void (*g_refreshes[kMaxHooks])() = {};
 int g_refresh_count = 0;
@@ -145,6 +147,17 @@ void recipe_process_start() {
   if (g_start_count == 0 || g_started_in == getpid() || !single_threaded()) return;
   g_started_in = getpid();
   for (int i = 0; i < g_start_count; ++i) g_starts[i]();
+}
+
+void add_recipe_process_end(void (*end)()) {
+  for (int i = 0; i < g_end_count; ++i) {
+    if (g_ends[i] == end) return;
+  }
+  if (g_end_count < kMaxHooks) g_ends[g_end_count++] = end;
+}
+
+void recipe_process_end() {
+  for (int i = 0; i < g_end_count; ++i) g_ends[i]();
 }
 
 void add_environment_refresh(void (*refresh)()) {

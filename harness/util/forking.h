@@ -56,6 +56,19 @@ void add_recipe_process_start(void (*start)());
 // Runs each registered start, where this process has one thread and has not run them yet.
 void recipe_process_start();
 
+// Work a runtime does at the end of a process that may have run recipes' code, which ends without
+// the runtime's own exit handlers: a forked child ends by _exit (harness/child_process.cpp, a rank
+// forked by harness/rank_server.h), and the program's exit never finalizes the embedded Python
+// (harness/cli/dispatch.cpp calls this after the command). The embedded Python: the temporary
+// directory multiprocessing made in this process for its fork server's socket (pymp-*), which its
+// interpreter's exit would have removed, stayed in the temporary folder, one for each process whose
+// DataLoader had workers (python/torchconform/_forkserver.py, end_of_process). Each end must be
+// safe to run in any process, more than once. At most 4; registering one twice has no effect.
+void add_recipe_process_end(void (*end)());
+
+// Runs each registered end.
+void recipe_process_end();
+
 // A runtime that keeps its own copy of the environment registers here (the embedded CPython's
 // os.environ, read from the C environment once, when the interpreter starts). A process forked from
 // a template whose environment is then replaced by another process's (a torchrun rank forked by

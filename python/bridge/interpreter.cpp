@@ -169,6 +169,18 @@ void start_forkserver_template() {
   }
 }
 
+// At the end of a process that may have run recipes' code, which skips the interpreter's exit
+// handlers (forking::recipe_process_end): multiprocessing's temporary directory made in this process
+// removed (python/torchconform/_forkserver.py, end_of_process).
+void end_of_recipe_process() {
+  if (Py_IsInitialized() == 0) return;
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("torchconform._forkserver").attr("end_of_process")();
+  } catch (const std::exception&) {  // py::error_already_set too (it clears the Python error)
+  }
+}
+
 // What torch imports lazily on a recipe's first calls, which every recipe's process would import
 // for itself: torch._inductor.config, with torch._dynamo behind it, imported by
 // torch.use_deterministic_algorithms (torch 2.15 sets inductor_config.deterministic there) and by
@@ -259,6 +271,7 @@ void start() {
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
   forking::add_warm_up(warm_up);
   forking::add_recipe_process_start(start_forkserver_template);
+  forking::add_recipe_process_end(end_of_recipe_process);
   forking::add_environment_refresh(refresh_os_environ);
 }
 
@@ -290,6 +303,7 @@ void adopt_running_interpreter() {
   forking::add_hooks(before_fork, after_fork_in_parent, after_fork_in_child);
   forking::add_warm_up(warm_up);
   forking::add_recipe_process_start(start_forkserver_template);
+  forking::add_recipe_process_end(end_of_recipe_process);
 }
 
 }  // namespace

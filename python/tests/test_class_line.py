@@ -8,6 +8,7 @@ every recipe class the repository ships. Standard library only (unittest):
 import importlib.util
 import inspect
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -77,6 +78,7 @@ def load(path, name):
 class ClassLine(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="tc-class-line-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
         self.path = os.path.join(self.dir, "shapes.py")
         with open(self.path, "w", encoding="utf-8") as f:
             f.write(SHAPES)

@@ -35,7 +35,7 @@ def run_two_agents(binary: str, check: str, work: str) -> dict:
     for node in range(2):
         argv = [torchrun, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
                 f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id=tc-two-nodes-{check}-{port}", "--max-restarts=0",
-                "--no-python", binary, "run", "--device", "cpu", "--check", check, "--python", REFERENCE, "--recipe", "py_reference",
+                f"--log-dir={os.path.join(work, f'torchelastic-{check}-{node}')}", "--no-python", binary, "run", "--device", "cpu", "--check", check, "--python", REFERENCE, "--recipe", "py_reference",
                 "--json", report, "--html", ""]
         log = open(os.path.join(work, f"{check}-node{node}.log"), "w")
         agents.append((subprocess.Popen(argv, cwd=work, stdout=log, stderr=subprocess.STDOUT), log))

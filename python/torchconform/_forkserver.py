@@ -214,6 +214,26 @@ def _serve(sock: socket.socket) -> int:
     return 0
 
 
+def end_of_process() -> None:
+    """At the end of a process that ran recipes' code and ends without its interpreter's exit
+    handlers (os._exit after a fork; the embedded Python is never finalized): what multiprocessing's
+    exit handler would do for the temporary directory it made in this process (pymp-*, where the
+    fork server's listener socket is), which otherwise stays in the temporary folder, one for every
+    such process whose DataLoader had workers (forking::recipe_process_end, harness/util/forking.h).
+    Only that directory's finalizer, and only one this process registered: a forked child inherits
+    its parent's, which name the parent's pid. Safe to call more than once; never raises."""
+    try:
+        remove = getattr(_util, "_remove_temp_dir", None)
+        registry = getattr(_util, "_finalizer_registry", None)
+        if remove is None or not isinstance(registry, dict):
+            return
+        for finalizer in list(registry.values()):
+            if getattr(finalizer, "_callback", None) is remove and getattr(finalizer, "_pid", None) == os.getpid():
+                finalizer()
+    except Exception:  # noqa: BLE001 - the process is ending: nothing here may change how
+        pass
+
+
 def install() -> None:
     """Put spawnv_passfds in multiprocessing's place, over whatever is there (the bridge's sys.path
     fix for old CPythons wraps the original first); once."""

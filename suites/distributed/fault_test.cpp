@@ -49,7 +49,7 @@ class DistributedFaults : public ::testing::Test {
     child::Spec s;
     s.argv = {torchrun_, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
               "--max-restarts=" + std::to_string(max_restarts), "--monitor-interval=" + std::to_string(monitor_s),
-              "--no-python", tc::test_paths::ddp_trainer(), "--out", out};
+              "--log-dir=" + out + ".torchelastic", "--no-python", tc::test_paths::ddp_trainer(), "--out", out};
     for (auto& e : extra) s.argv.push_back(std::move(e));
     s.log_path = out + ".log";
     s.timeout = deadline;
@@ -190,7 +190,7 @@ TEST_F(DistributedFaults, TwoNodesOnLoopbackRunTheDistributedCheck) {
     child::Spec s;
     s.argv = {torchrun_, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
               "--rdzv-endpoint=127.0.0.1:" + std::to_string(port), "--rdzv-id=tc-two-nodes-" + std::to_string(port),
-              "--max-restarts=0", "--no-python", tc::test_paths::torchconform_binary(), "run", "--device", "cpu", "--check", "distributed",
+              "--max-restarts=0", "--log-dir=" + dir_ + "/torchelastic" + std::to_string(n), "--no-python", tc::test_paths::torchconform_binary(), "run", "--device", "cpu", "--check", "distributed",
               "--recipe", "reference", "--quick", "--json", report, "--html", ""};
     s.env = {{"TORCHCONFORM_DIST_DIR", dir_ + "/two-nodes-out"}, {"TORCHCONFORM_DIST_TIMEOUT_MS", "30000"}};
     s.log_path = dir_ + "/node" + std::to_string(n) + ".log";

@@ -294,6 +294,7 @@ TEST(PythonBridgeForkServer, ARecipeProcessesServerIsItsTemplateStartedAsANewInt
     forking::recipe_process_start();
     setenv("TC_TEMPLATE_PROBE", "given after the template", 1);
     int rc = 3;
+    std::string pymp;
     {
       py::gil_scoped_acquire gil;
       try {
@@ -334,15 +335,24 @@ if forkserver._forkserver._forkserver_pid == made:
     problems.append("the second server is the template again")
 queue.close()
 queue.join_thread()
+pymp = multiprocessing.util.get_temp_dir()  # the servers' sockets: this process's own (pymp-*)
 for p in problems:
     print(p, file=sys.stderr)
 rc = 1 if problems else 0
 )PY",
                  scope);
         rc = scope["rc"].cast<int>();
+        pymp = scope["pymp"].cast<std::string>();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
       }
+    }
+    // As the recipe's process ends (before _exit, which skips multiprocessing's exit handler): its
+    // temporary directory is removed.
+    forking::recipe_process_end();
+    if (rc == 0 && (pymp.empty() || access(pymp.c_str(), F_OK) == 0)) {
+      std::fprintf(stderr, "multiprocessing's directory '%s' is still there after recipe_process_end\n", pymp.c_str());
+      rc = 4;
     }
     std::fflush(nullptr);
     _exit(rc);
@@ -352,7 +362,8 @@ rc = 1 if problems else 0
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the recipe's process found the problems it printed above (3: it failed)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the recipe's process found the problems it printed above (3: it failed, "
+                                        "4: its multiprocessing directory outlived recipe_process_end)";
 }
 
 // The process that forks the recipes' processes imports, once, what torch imports lazily on a
