@@ -22,6 +22,7 @@
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
 #include "harness/testing/test_paths.h"
+#include "python/bridge/tests/end_of_process.h"
 #include "harness/util/forking.h"
 
 namespace py = pybind11;

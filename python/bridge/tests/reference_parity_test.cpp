@@ -17,6 +17,7 @@
 #include "harness/contract/run.h"
 #include "python/bridge/loader.h"
 #include "harness/testing/test_paths.h"
+#include "python/bridge/tests/end_of_process.h"
 
 namespace tc {
 namespace {
