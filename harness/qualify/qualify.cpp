@@ -118,8 +118,8 @@ int run_command(const Args& a, const json& header, const std::string& self) {
   const std::string raw = scratch.file("ranks.json"), log = scratch.file("torchrun.log");
   child::Spec spec;
   spec.argv = {torchrun, "--standalone", "--nnodes=1", "--nproc-per-node=" + std::to_string(nproc),
-               "--max-restarts=0", "--log-dir=" + scratch.file("torchelastic"), "--no-python", self, "qualify", "--device", a.device,
-               "--reps", std::to_string(a.repetitions), "--raw", raw};
+               "--max-restarts=0", "--log-dir=" + scratch.file("torchelastic"),  // torchrun's own, removed with it
+               "--no-python", self, "qualify", "--device", a.device, "--reps", std::to_string(a.repetitions), "--raw", raw};
   spec.log_path = log;
   const int timeout_s = a.timeout_s > 0 ? a.timeout_s : env_positive_int("TORCHCONFORM_QUALIFY_TIMEOUT_S", 300);
   spec.timeout = std::chrono::seconds(timeout_s);

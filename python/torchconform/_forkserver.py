@@ -230,7 +230,7 @@ def end_of_process() -> None:
         for finalizer in list(registry.values()):
             if getattr(finalizer, "_callback", None) is remove and getattr(finalizer, "_pid", None) == os.getpid():
                 finalizer()
-    except Exception:  # noqa: BLE001 - the process is ending: nothing here may change how
+    except Exception:  # noqa: BLE001 - the process is ending: nothing here may change how it ends
         pass
 
 
