@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -371,7 +372,7 @@ rc = 1 if problems else 0
 // recipe's first calls (torch._inductor.config: torch.use_deterministic_algorithms, torch.compile),
 // so that each fork has it (forking::warm_up; about a second of CPU a recipe's process spent), and
 // keeps its threads as they were (a fork needs one). Its own suite, so its own process: nothing
-// before it imported the module.
+// before it imported the module. Python's collector skips these imports and runs again after them.
 TEST(PythonBridgeWarmUp, ImportsWhatARecipesFirstCallsImportAndStartsNoThread) {
   Registry reg;
   make(reg, kTiny + ":TinyRun");  // starts the interpreter
@@ -384,11 +385,24 @@ TEST(PythonBridgeWarmUp, ImportsWhatARecipesFirstCallsImportAndStartsNoThread) {
     py::gil_scoped_acquire gil;
     return py::module_::import("sys").attr("modules").contains("torch._inductor.config");
   };
+  // The collector: running again after the imports, which it skipped (interpreter.cpp,
+  // ImportsUncollected); what torch's import made frozen (a fresh interpreter has nothing frozen).
+  auto collector = [] {
+    py::gil_scoped_acquire gil;
+    py::module_ gc = py::module_::import("gc");
+    return std::make_pair(gc.attr("isenabled")().cast<bool>(), gc.attr("get_freeze_count")().cast<int64_t>());
+  };
+  const auto [enabled_at_start, frozen_at_start] = collector();
+  EXPECT_TRUE(enabled_at_start) << "the collector stayed off after the interpreter's start";
+  EXPECT_GT(frozen_at_start, 0) << "torch's objects were not frozen after its import";
   ASSERT_FALSE(imported()) << "imported before the warm-up: this test proves nothing";
   const int before = threads();
   forking::warm_up();
   EXPECT_TRUE(imported());
   EXPECT_EQ(threads(), before);
+  const auto [enabled_after_warm_up, frozen_after_warm_up] = collector();
+  EXPECT_TRUE(enabled_after_warm_up) << "the collector stayed off after the warm-up";
+  EXPECT_GT(frozen_after_warm_up, frozen_at_start) << "the warm-up's imports were not frozen";
   forking::warm_up();  // once per process: a second call does nothing
   EXPECT_EQ(threads(), before);
 }
