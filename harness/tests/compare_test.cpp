@@ -4,6 +4,7 @@
 
 #include "harness/compare.h"
 #include "harness/compare_text.h"
+#include "harness/contract/scratch.h"
 #include "harness/gbench_json.h"
 #include "harness/report_json.h"
 #include "harness/testing/test_paths.h"
@@ -213,7 +214,8 @@ TEST(GoogleBenchmarkJson, RejectsDocumentsWithoutRepetitions) {
 }
 
 TEST(ReadComparableFile, NamesTheFileOnBadInput) {
-  const std::string path = ::testing::TempDir() + "/not-a-report.json";
+  const Scratch scratch("tc-compare-test-");
+  const std::string path = scratch.file("not-a-report.json");
   std::ofstream(path) << "{\"hello\": 1}";
   try {
     read_comparable_file(path);

@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include "harness/contract/registry.h"
+#include "harness/contract/scratch.h"
 #include "harness/runner.h"
 #include "reference/optimizer_state.h"
 #include "reference/reference_run.h"
@@ -214,7 +215,8 @@ TEST(Slots, WarmupCosineSetsEveryStepsRateAndResumesFromItsCount) {
   EXPECT_NEAR(lrs[9], base * (0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * progress))), 1e-15);
   for (int i = 4; i < 10; ++i) EXPECT_LT(lrs[i], lrs[i - 1]) << "step " << i;
 
-  const std::string path = testing::TempDir() + "/slots_warmup_cosine.pt";
+  const Scratch scratch("tc-slots-test-");
+  const std::string path = scratch.file("slots_warmup_cosine.pt");
   run.save_checkpoint(path);
   const double next = run.train_step().lr;
   AdamWCosineUneven resumed;

@@ -19,6 +19,7 @@
 
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
+#include "harness/contract/scratch.h"
 #include "python/bridge/interpreter.h"
 #include "python/bridge/loader.h"
 #include "python/bridge/python_run.h"
@@ -219,7 +220,8 @@ TEST(PythonBridge, ACheckpointResumesTheRunAndEvaluateGivesItsLogits) {
   auto a = make(reg, kTiny + ":TinyRun");
   a->setup(options());
   a->train_step();
-  const std::string path = ::testing::TempDir() + "tiny_run_checkpoint.pt";
+  const Scratch scratch("tc-bridge-test-");
+  const std::string path = scratch.file("tiny_run_checkpoint.pt");
   a->save_checkpoint(path);
   const double next = a->train_step().loss;
   auto b = reg.find_recipe("tiny_run")->make();

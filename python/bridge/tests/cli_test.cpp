@@ -13,6 +13,7 @@
 #include "harness/cli.h"
 #include "harness/contract/registry.h"
 #include "harness/contract/run.h"
+#include "harness/contract/scratch.h"
 #include "harness/report_json.h"
 #include "harness/testing/test_paths.h"
 
@@ -54,7 +55,8 @@ int cli(std::vector<std::string> args) {
 
 // `torchconform run ...` in this process; returns the exit code and reads the report.
 int run_cli(std::vector<std::string> args, Report* report) {
-  const std::string json = ::testing::TempDir() + "python_cli_" + std::to_string(getpid()) + ".json";
+  const Scratch scratch("tc-python-cli-");  // removed with the report once it is read
+  const std::string json = scratch.file("report.json");
   args.insert(args.begin(), {"torchconform", "run", "--in-process", "--device", "cpu"});
   args.insert(args.end(), {"--json", json, "--html", ""});
   const int rc = cli(std::move(args));
