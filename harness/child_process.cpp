@@ -67,9 +67,10 @@ namespace {
 
 // The child side of a Spec with a body: what posix_spawn's file actions and attributes do, then the
 // body, then _exit (no atexit handler or static destructor of the parent's state runs twice).
-[[noreturn]] void run_body_in_child(const Spec& spec, pid_t parent) {
+[[noreturn]] void run_body_in_child(const Spec& spec, pid_t parent, const termination::ChildDirectories& dirs) {
   setpgid(0, 0);
   termination::forget_parents_registrations(parent);
+  dirs.mirror_here();
   const int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (in >= 0) dup2(in, STDIN_FILENO);
   if (!spec.log_path.empty()) {
@@ -102,9 +103,10 @@ Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.ki
       throw std::runtime_error("cannot fork: this process has more than one thread (harness/util/forking.h)");
     }
     const pid_t parent = getpid();
+    dirs_ = std::make_unique<termination::ChildDirectories>();
     start_ = std::chrono::steady_clock::now();
     const pid_t pid = forking::fork_with_hooks();
-    if (pid == 0) run_body_in_child(spec, parent);
+    if (pid == 0) run_body_in_child(spec, parent, *dirs_);
     if (pid < 0) throw std::runtime_error(std::string("cannot fork: ") + std::strerror(errno));
     setpgid(pid, pid);  // as the child does: whichever runs first, the group exists before a kill
     pid_ = pid;
@@ -115,12 +117,16 @@ Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.ki
   // A torchconform child dies with this process (harness/util/termination.h).
   std::vector<std::pair<std::string, std::string>> extra = spec.env;
   extra.emplace_back("TORCHCONFORM_PARENT_PID", std::to_string(getpid()));
+  dirs_ = std::make_unique<termination::ChildDirectories>();
+  if (dirs_->fd() >= 0) extra.emplace_back(termination::kChildDirectoriesVariable, dirs_->for_exec());
   const std::vector<std::string> env = environment_with(extra);
   std::vector<char*> args = pointers(spec.argv), envp = pointers(env);
   posix_spawn_file_actions_t actions;
   posix_spawnattr_t attr;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  // The same number, without close-on-exec (glibc clears it for a dup2 onto itself).
+  if (dirs_->fd() >= 0) posix_spawn_file_actions_adddup2(&actions, dirs_->fd(), dirs_->fd());
   if (!spec.log_path.empty()) {
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
                                      0644);
@@ -165,6 +171,7 @@ Process::~Process() {
   if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_, kill_grace_);
   if (reaped_ && !done_) kill(-pid_, SIGKILL);
   if (pid_ > 0) termination::unregister_group(pid_);
+  if (dirs_ && pid_ > 0) dirs_->remove_listed();
 }
 
 bool Process::finished() {
@@ -182,6 +189,7 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (reaped_) {
     kill(-pid_, SIGKILL);
     termination::unregister_group(pid_);
+    if (dirs_) dirs_->remove_listed();
     done_ = true;
     result_.exit_code = decode(reaped_status_);
     result_.signal = WIFSIGNALED(reaped_status_) ? WTERMSIG(reaped_status_) : 0;
@@ -200,6 +208,7 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   }
   kill(-pid_, SIGKILL);  // stragglers of the group (workers torchrun left behind)
   termination::unregister_group(pid_);
+  if (dirs_) dirs_->remove_listed();
   done_ = true;
   result_.exit_code = decode(status);
   result_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

@@ -11,9 +11,14 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace tc::termination {
+class ChildDirectories;
+}  // namespace tc::termination
 
 namespace tc::child {
 
@@ -67,6 +72,9 @@ class Process {
   bool reaped_ = false;  // finished() collected the exit status
   int reaped_status_ = 0;
   Result result_;
+  // A forked child's scratch directories, removed here once it has ended (it may have ended without
+  // removing them: a recipe's os._exit, SIGKILL).
+  std::unique_ptr<termination::ChildDirectories> dirs_;
 };
 
 // torchrun: $TORCHCONFORM_TORCHRUN, else the one next to the configured Python (TC_TORCHRUN at

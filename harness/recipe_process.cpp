@@ -97,7 +97,7 @@ void stream_cells(const Registry& registry, const RunPlan& plan, const std::stri
   // The stream's directory is the starting process's scratch for this one: stopped by a signal (its
   // parent killed, SIGKILL included: harness/util/termination.h), this process removes it, which
   // the parent can no longer do.
-  termination::register_directory(posix_fs::dir_name(plan.cell_stream).c_str());
+  termination::register_starting_process_directory(posix_fs::dir_name(plan.cell_stream).c_str());
   const int fd = ::open(plan.cell_stream.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) throw std::runtime_error("cannot open the cell stream " + plan.cell_stream + ": " + strerror(errno));
   RunCallbacks cb;

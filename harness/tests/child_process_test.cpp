@@ -1,6 +1,7 @@
 // The one way this program starts a child (harness/child_process.h) and the one way it runs a cell
 // in a child and reads its report back (harness/cell_in_child.h): what every caller relies on.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +17,8 @@
 #include "harness/child_process.h"
 #include "harness/contract/scratch.h"
 #include "harness/util/forking.h"
+#include "harness/util/posix_fs.h"
+#include "harness/util/termination.h"
 
 namespace tc {
 namespace {
@@ -135,6 +138,32 @@ TEST(ForkedChild, TheDeadlineStopsIt) {
   const child::Result r = child::run(spec);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.signal, 15);  // SIGTERM to its group
+}
+
+// A child that ends without its destructors (a recipe's os._exit, or SIGKILL: nothing of it runs)
+// leaves no scratch directory: the parent removes the ones it had registered. A directory of the
+// parent that the child registered for its own signal cleanup only (the cell stream's) stays.
+TEST(ForkedChild, ItsScratchIsRemovedWhenItEndsWithoutItsDestructors) {
+  Scratch parent_dir;
+  const std::string where = parent_dir.file("child-scratch");
+  for (const int how : {0, SIGKILL}) {
+    child::Spec spec;
+    spec.body = [&]() -> int {
+      const auto* own = new Scratch("tc-child-test-");  // never destroyed
+      std::ofstream(own->file("a")) << "x";
+      std::ofstream(where) << own->path();
+      termination::register_starting_process_directory(parent_dir.path().c_str());
+      if (how == SIGKILL) raise(SIGKILL);
+      _exit(0);
+    };
+    spec.log_path = parent_dir.file("log");
+    const child::Result r = child::run(spec);
+    EXPECT_EQ(r.signal, how);
+    const std::string made = read_all(where);
+    ASSERT_FALSE(made.empty()) << read_all(spec.log_path);
+    EXPECT_FALSE(posix_fs::exists(made)) << made << " is still there (ended by signal " << how << ")";
+    EXPECT_TRUE(posix_fs::exists(parent_dir.file("log"))) << "the parent's directory was removed";
+  }
 }
 
 // fork copies the calling thread alone: with another thread running (a pool), no fork.

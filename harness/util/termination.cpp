@@ -3,14 +3,17 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <string>
 
 namespace tc::termination {
 namespace {
@@ -20,6 +23,18 @@ constexpr int kSlots = 256;
 // read it); groups: the pgid, 0 when free.
 std::atomic<char*> g_dirs[kSlots];
 std::atomic<pid_t> g_groups[kSlots];
+
+// The parent's table (ChildDirectories) this process mirrors g_dirs into, slot i at i * kSlotBytes;
+// only in the process that called mirror_here() (g_mirror_pid), not in a fork of it.
+constexpr size_t kSlotBytes = 1024;
+std::atomic<char*> g_mirror{nullptr};
+std::atomic<pid_t> g_mirror_pid{0};
+
+char* mirror_slot(int i) {
+  char* table = g_mirror.load();
+  if (table == nullptr || g_mirror_pid.load() != getpid()) return nullptr;
+  return table + static_cast<size_t>(i) * kSlotBytes;
+}
 
 // One directory level, then recursion, with a fixed buffer on the stack (depth-limited).
 void remove_at(int parent_fd, const char* name, int depth) {
@@ -79,7 +94,29 @@ void install_termination_cleanup() {
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
+namespace {
+
+void mirror_into_starters_table() {
+  const char* v = std::getenv(kChildDirectoriesVariable);
+  if (v == nullptr) return;
+  int fd = -1;
+  long starter = 0;
+  // Only the process its starter spawned (not torchrun's workers, which inherit the variable).
+  if (std::sscanf(v, "%d:%ld", &fd, &starter) == 2 && fd >= 0 && starter == getppid()) {
+    void* table = mmap(nullptr, kSlots * kSlotBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (table != MAP_FAILED) {
+      g_mirror_pid.store(getpid());
+      g_mirror.store(static_cast<char*>(table));
+    }
+    close(fd);
+  }
+  unsetenv(kChildDirectoriesVariable);
+}
+
+}  // namespace
+
 void adopt_parent_death() {
+  mirror_into_starters_table();
   const char* v = std::getenv("TORCHCONFORM_PARENT_PID");
   if (v == nullptr || *v == '\0') return;
   // Whatever process started this one (a torchconform process, or torchrun for a rank): its death
@@ -91,28 +128,86 @@ void adopt_parent_death() {
 
 void forget_parents_registrations(pid_t parent) {
   for (auto& d : g_dirs) d.store(nullptr);
+  g_mirror.store(nullptr);  // the parent's table stays its own
   for (auto& g : g_groups) g.store(0);
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != parent) _exit(128 + SIGTERM);
 }
 
-void register_directory(const char* path) {
+namespace {
+
+void register_path(const char* path, bool mirror) {
   char* copy = strdup(path);
   if (copy == nullptr) return;
-  for (auto& d : g_dirs) {
+  const size_t length = std::strlen(copy);
+  for (int i = 0; i < kSlots; ++i) {
     char* expected = nullptr;
-    if (d.compare_exchange_strong(expected, copy)) return;
+    if (g_dirs[i].compare_exchange_strong(expected, copy)) {
+      char* slot = mirror ? mirror_slot(i) : nullptr;
+      if (slot != nullptr && length < kSlotBytes) {  // the first byte last: a slot half written is empty
+        std::memcpy(slot + 1, copy + 1, length);
+        std::atomic_signal_fence(std::memory_order_release);
+        slot[0] = copy[0];
+      }
+      return;
+    }
   }
   std::free(copy);
 }
 
+}  // namespace
+
+void register_directory(const char* path) { register_path(path, true); }
+
+void register_starting_process_directory(const char* path) { register_path(path, false); }
+
 void unregister_directory(const char* path) {
-  for (auto& d : g_dirs) {
-    char* p = d.load();
-    if (p != nullptr && std::strcmp(p, path) == 0 && d.compare_exchange_strong(p, nullptr)) {
+  for (int i = 0; i < kSlots; ++i) {
+    char* p = g_dirs[i].load();
+    if (p != nullptr && std::strcmp(p, path) == 0 && g_dirs[i].compare_exchange_strong(p, nullptr)) {
+      char* slot = mirror_slot(i);
+      if (slot != nullptr) slot[0] = '\0';
       std::free(p);
       return;
     }
+  }
+}
+
+ChildDirectories::ChildDirectories() {
+  const int fd = memfd_create("torchconform-child-directories", MFD_CLOEXEC);
+  if (fd < 0) return;
+  void* table = ftruncate(fd, kSlots * kSlotBytes) == 0
+                    ? mmap(nullptr, kSlots * kSlotBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : MAP_FAILED;
+  if (table == MAP_FAILED) {
+    close(fd);
+    return;
+  }
+  fd_ = fd;
+  table_ = static_cast<char*>(table);
+}
+
+ChildDirectories::~ChildDirectories() {
+  if (table_ != nullptr) munmap(table_, kSlots * kSlotBytes);
+  if (fd_ >= 0) close(fd_);
+}
+
+std::string ChildDirectories::for_exec() const {
+  return fd_ < 0 ? std::string() : std::to_string(fd_) + ":" + std::to_string(getpid());
+}
+
+void ChildDirectories::mirror_here() const {
+  g_mirror_pid.store(getpid());
+  g_mirror.store(table_);
+}
+
+void ChildDirectories::remove_listed() const {
+  if (table_ == nullptr) return;
+  for (int i = 0; i < kSlots; ++i) {
+    char* slot = table_ + static_cast<size_t>(i) * kSlotBytes;
+    if (slot[0] == '\0') continue;
+    remove_tree_signal_safe(slot);
+    slot[0] = '\0';
   }
 }
 

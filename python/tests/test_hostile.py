@@ -50,9 +50,12 @@ def judged_run(start):
     # A report already there: the run replaces it (it never stays stale because a recipe exited).
     with open(os.path.join(tmp, "report.json"), "w") as f:
         f.write('{"stale": true}')
+    # A temporary folder of the run's own, to see what its processes leave there.
+    env = dict(os.environ, TMPDIR=os.path.join(tmp, "tmpdir"))
+    os.mkdir(env["TMPDIR"])
     proc, cells = run(
         ["hostile_exit_zero", "hostile_sigkill", "hostile_abort", "hostile_hang", "hostile_world", "reference"],
-        ["eval_mode", "checkpoint_safety"], tmp, extra=["--cell-timeout", "20", "--recipe-processes", start])
+        ["eval_mode", "checkpoint_safety"], tmp, extra=["--cell-timeout", "20", "--recipe-processes", start], env=env)
     return tmp, proc, cells
 
 
@@ -163,6 +166,13 @@ class TheJudgeSurvivesTheJudged(unittest.TestCase):
                      "LibTorch's intra-op threads (7, restored to", "the working directory (/, restored to"):
             self.assertIn(said, c["evidence"])
         self.assertNotIn("left the process changed", self.cell("eval_mode", "reference")["evidence"])
+
+    def test_a_recipe_process_that_ends_without_cleaning_up_leaves_no_scratch(self):
+        # A recipe that exits mid-run, kills itself or aborts ends its process without the scratch
+        # directories' destructors; the process that started it removes them (harness/child_process.h).
+        # What stays is torch's own: Inductor's cache directory.
+        left = [n for n in os.listdir(os.path.join(self.tmp, "tmpdir")) if not n.startswith("torchinductor_")]
+        self.assertEqual(left, [], "left in the run's temporary folder")
 
 
 class TheJudgeSurvivesTheJudgedStartedByExec(TheJudgeSurvivesTheJudged):
