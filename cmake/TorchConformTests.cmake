@@ -140,7 +140,7 @@ if(TC_PYTHON_EMBED_BUILT)
 endif()
 
 add_executable(tc_reference_tests reference/tests/reference_test.cpp reference/tests/grad_scaler_test.cpp)
-target_link_libraries(tc_reference_tests PRIVATE tc_reference tc_check_support GTest::gtest_main)
+target_link_libraries(tc_reference_tests PRIVATE tc_reference tc_check_support tc_test_paths GTest::gtest_main)
 tc_use_torch_pch(tc_reference_tests)
 tc_torch_link_fixups(tc_reference_tests)
 tc_gtest_suites(tc_reference_tests LABELS unit)

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "harness/contract/scratch.h"
+#include "harness/testing/test_paths.h"
 #include "reference/derived_model.h"
 #include "reference/recompute.h"
 #include "reference/reference_run.h"
@@ -418,6 +419,26 @@ TEST(CheckpointFile, AParseOverItsLimitsIsRefusedInAChildProcess) {
   EXPECT_NE(e.find("TORCHCONFORM_PARSE_SECONDS='soon' is not a positive number"), std::string::npos) << e;
   unsetenv("TORCHCONFORM_PARSE_SECONDS");
   EXPECT_TRUE(torch::equal(load(), big));  // within the limits (the defaults): loaded
+}
+
+// A file whose first line carries the right hash of a hostile archive on which LibTorch's unpickler
+// asks for about 28 GiB (reference/fuzz/known_issues/unpickler-30GB-allocation.file, found by
+// tc_fuzz_checkpoint): refused as a checkpoint error, nothing loaded, this process unharmed.
+TEST(CheckpointFile, AHashedArchiveAskingForHugeMemoryIsRefused) {
+  const std::string path =
+      std::string(test_paths::source_dir()) + "/reference/fuzz/known_issues/unpickler-30GB-allocation.file";
+  std::string error;
+  try {
+    load_parts({{"model", nullptr, [&](auto& a) {
+                   c10::IValue v;
+                   a.read("w", v);
+                 }}},
+               path, torch::kCPU);
+  } catch (const std::runtime_error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("refused: reading checkpoint '" + path + "' needs more than"), std::string::npos) << error;
+  EXPECT_NE(error.find("MiB of memory"), std::string::npos) << error;
 }
 
 TEST(CheckpointFile, AFlippedPayloadByteFailsTheHash) {
