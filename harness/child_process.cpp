@@ -97,13 +97,13 @@ namespace {
 
 }  // namespace
 
-Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.kill_grace) {
+Process::Process(const Spec& spec)
+    : timeout_(spec.timeout), kill_grace_(spec.kill_grace), dirs_(std::make_unique<termination::ChildDirectories>()) {
   if (spec.body) {
     if (!forking::single_threaded()) {
       throw std::runtime_error("cannot fork: this process has more than one thread (harness/util/forking.h)");
     }
     const pid_t parent = getpid();
-    dirs_ = std::make_unique<termination::ChildDirectories>();
     start_ = std::chrono::steady_clock::now();
     const pid_t pid = forking::fork_with_hooks();
     if (pid == 0) run_body_in_child(spec, parent, *dirs_);
@@ -117,7 +117,6 @@ Process::Process(const Spec& spec) : timeout_(spec.timeout), kill_grace_(spec.ki
   // A torchconform child dies with this process (harness/util/termination.h).
   std::vector<std::pair<std::string, std::string>> extra = spec.env;
   extra.emplace_back("TORCHCONFORM_PARENT_PID", std::to_string(getpid()));
-  dirs_ = std::make_unique<termination::ChildDirectories>();
   if (dirs_->fd() >= 0) extra.emplace_back(termination::kChildDirectoriesVariable, dirs_->for_exec());
   const std::vector<std::string> env = environment_with(extra);
   std::vector<char*> args = pointers(spec.argv), envp = pointers(env);
@@ -171,7 +170,7 @@ Process::~Process() {
   if (!done_ && !reaped_ && pid_ > 0) terminate_group(pid_, kill_grace_);
   if (reaped_ && !done_) kill(-pid_, SIGKILL);
   if (pid_ > 0) termination::unregister_group(pid_);
-  if (dirs_ && pid_ > 0) dirs_->remove_listed();
+  if (pid_ > 0) dirs_->remove_listed();
 }
 
 bool Process::finished() {
@@ -189,7 +188,7 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   if (reaped_) {
     kill(-pid_, SIGKILL);
     termination::unregister_group(pid_);
-    if (dirs_) dirs_->remove_listed();
+    dirs_->remove_listed();
     done_ = true;
     result_.exit_code = decode(reaped_status_);
     result_.signal = WIFSIGNALED(reaped_status_) ? WTERMSIG(reaped_status_) : 0;
@@ -208,7 +207,7 @@ Result Process::wait_until(std::chrono::steady_clock::time_point deadline) {
   }
   kill(-pid_, SIGKILL);  // stragglers of the group (workers torchrun left behind)
   termination::unregister_group(pid_);
-  if (dirs_) dirs_->remove_listed();
+  dirs_->remove_listed();
   done_ = true;
   result_.exit_code = decode(status);
   result_.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;

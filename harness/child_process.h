@@ -72,8 +72,8 @@ class Process {
   bool reaped_ = false;  // finished() collected the exit status
   int reaped_status_ = 0;
   Result result_;
-  // A forked child's scratch directories, removed here once it has ended (it may have ended without
-  // removing them: a recipe's os._exit, SIGKILL).
+  // The child's scratch directories (forked or started by exec), removed here once it has ended (it
+  // may have ended without removing them: a recipe's os._exit, SIGKILL).
   std::unique_ptr<termination::ChildDirectories> dirs_;
 };
 
